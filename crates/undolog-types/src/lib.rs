@@ -1,0 +1,19 @@
+//! UndoLog's shared vocabulary, with no IO: RFC 8785 canonical JSON, the call signature and its
+//! lock key, identifiers, timestamps, tool tiers, and the state machines of effects, sessions and
+//! approvals. Every other crate speaks in these types; none of them knows HTTP, MCP or SQL.
+
+pub mod canonical;
+mod error;
+mod ids;
+mod signature;
+mod state;
+mod strings;
+mod tier;
+mod time;
+
+pub use error::Error;
+pub use ids::{ApprovalId, EffectId, OrgId, SessionId};
+pub use signature::{Args, CallIdentity, LockKey, Signature, SIGNATURE_VERSION};
+pub use state::{ApprovalState, EffectState, IllegalTransition, SessionState};
+pub use tier::Tier;
+pub use time::Timestamp;

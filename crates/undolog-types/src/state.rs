@@ -1,0 +1,123 @@
+//! The three state machines of the log. A transition not listed here is an
+//! [`IllegalTransition`], never a panic.
+
+use crate::strings::string_enum;
+
+/// An attempted state change that the state machine does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a {machine} cannot go from {from} to {to}")]
+pub struct IllegalTransition {
+    pub machine: &'static str,
+    pub from: &'static str,
+    pub to: &'static str,
+}
+
+macro_rules! transitions {
+    ($name:ident, $machine:literal, |$from:ident, $to:ident| $allowed:expr) => {
+        impl $name {
+            /// Whether the machine may go from `self` to `to`.
+            pub fn can_become(self, to: $name) -> bool {
+                let ($from, $to) = (self, to);
+                $allowed
+            }
+
+            /// The new state, or the error that names the illegal step.
+            pub fn transition(self, to: $name) -> Result<$name, IllegalTransition> {
+                if self.can_become(to) {
+                    Ok(to)
+                } else {
+                    Err(IllegalTransition { machine: $machine, from: self.as_str(), to: to.as_str() })
+                }
+            }
+
+            /// Whether no transition leaves this state.
+            pub fn is_terminal(self) -> bool {
+                $name::ALL.iter().all(|&to| !self.can_become(to))
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// Where one tool call is in its life.
+    EffectState, "effect state" {
+        /// Held until a person approves or denies it.
+        AwaitingApproval => "awaiting_approval",
+        /// Approved, not yet started.
+        Approved => "approved",
+        /// A person said no; the tool never runs.
+        Denied => "denied",
+        /// Nobody decided in time; the tool never runs.
+        Expired => "expired",
+        /// Written before the tool runs; the executor holds a lease on it.
+        Pending => "pending",
+        /// The tool ran and its result is recorded.
+        Committed => "committed",
+        /// The tool ran and reported failure.
+        Failed => "failed",
+        /// Its compensation is running.
+        Compensating => "compensating",
+        /// Its compensation succeeded (or found nothing to undo).
+        Compensated => "compensated",
+        /// Its compensation failed; a person has to look.
+        CompensationFailed => "compensation_failed",
+    }
+);
+
+transitions!(EffectState, "effect", |from, to| {
+    use EffectState::*;
+    matches!(
+        (from, to),
+        (AwaitingApproval, Approved | Denied | Expired)
+            | (Approved, Pending)
+            | (Pending, Committed | Failed)
+            | (Committed, Compensating)
+            | (Compensating, Compensated | CompensationFailed)
+            // Undo retried after a person looked at the failure.
+            | (CompensationFailed, Compensating)
+    )
+});
+
+string_enum!(
+    /// Where an agent session is in its life.
+    SessionState, "session state" {
+        /// Taking calls.
+        Active => "active",
+        /// Closed normally.
+        Completed => "completed",
+        /// Closed because something went wrong; may be undone.
+        Failed => "failed",
+        /// Its compensations are running.
+        Compensating => "compensating",
+        /// Every compensable effect was undone.
+        Compensated => "compensated",
+        /// A compensation failed; the failing step is kept for a person.
+        CompensationFailed => "compensation_failed",
+    }
+);
+
+transitions!(SessionState, "session", |from, to| {
+    use SessionState::*;
+    matches!(
+        (from, to),
+        (Active, Completed | Failed)
+            | (Failed | Completed, Compensating)
+            | (Compensating, Compensated | CompensationFailed)
+            | (CompensationFailed, Compensating)
+    )
+});
+
+string_enum!(
+    /// Where a request for a person's decision is.
+    ApprovalState, "approval state" {
+        Pending => "pending",
+        Approved => "approved",
+        Denied => "denied",
+        Expired => "expired",
+    }
+);
+
+transitions!(ApprovalState, "approval", |from, to| {
+    use ApprovalState::*;
+    matches!((from, to), (Pending, Approved | Denied | Expired))
+});

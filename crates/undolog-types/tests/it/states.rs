@@ -1,0 +1,69 @@
+//! The state machines allow exactly the listed transitions; anything else is an error.
+
+use undolog_types::{ApprovalState, EffectState, SessionState};
+
+#[test]
+fn effect_lifecycle_follows_the_design() {
+    use EffectState::*;
+    let allowed = [
+        (AwaitingApproval, Approved),
+        (AwaitingApproval, Denied),
+        (AwaitingApproval, Expired),
+        (Approved, Pending),
+        (Pending, Committed),
+        (Pending, Failed),
+        (Committed, Compensating),
+        (Compensating, Compensated),
+        (Compensating, CompensationFailed),
+        (CompensationFailed, Compensating),
+    ];
+    for &from in EffectState::ALL {
+        for &to in EffectState::ALL {
+            let expected = allowed.contains(&(from, to));
+            assert_eq!(from.transition(to).is_ok(), expected, "{from} -> {to}");
+        }
+    }
+    let err = Committed.transition(Pending).unwrap_err();
+    assert_eq!(err.to_string(), "a effect cannot go from committed to pending");
+    assert!(Failed.is_terminal() && Denied.is_terminal() && Compensated.is_terminal());
+    assert!(!Pending.is_terminal());
+}
+
+#[test]
+fn session_lifecycle_follows_the_design() {
+    use SessionState::*;
+    let allowed = [
+        (Active, Completed),
+        (Active, Failed),
+        (Failed, Compensating),
+        (Completed, Compensating),
+        (Compensating, Compensated),
+        (Compensating, CompensationFailed),
+        (CompensationFailed, Compensating),
+    ];
+    for &from in SessionState::ALL {
+        for &to in SessionState::ALL {
+            assert_eq!(from.can_become(to), allowed.contains(&(from, to)), "{from} -> {to}");
+        }
+    }
+}
+
+#[test]
+fn approvals_are_decided_once() {
+    use ApprovalState::*;
+    for &to in [Approved, Denied, Expired].iter() {
+        assert!(Pending.transition(to).is_ok());
+        for &again in ApprovalState::ALL {
+            assert!(to.transition(again).is_err(), "{to} -> {again}");
+        }
+    }
+}
+
+#[test]
+fn states_parse_from_their_text() {
+    for &state in EffectState::ALL {
+        assert_eq!(state.as_str().parse::<EffectState>().unwrap(), state);
+    }
+    let err = "running".parse::<EffectState>().unwrap_err().to_string();
+    assert!(err.contains("awaiting_approval"), "{err}");
+}
