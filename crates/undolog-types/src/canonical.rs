@@ -4,10 +4,10 @@
 //! ECMAScript's `JSON.stringify`, and numbers are written as ECMAScript writes an IEEE-754 double
 //! (shortest round trip: `1.0` → `1`, `1e21` → `1e+21`, `-0` → `0`).
 //!
-//! Numbers are IEEE-754 doubles, as RFC 8785 says. Integers that a double cannot hold exactly (past
-//! 2^53) and numbers beyond a double's range are refused, because languages disagree about them.
-//! [`parse`] checks the JSON text itself (so it also sees integers past 2^64); [`to_string`] checks
-//! the integers of an already parsed value.
+//! Numbers are IEEE-754 doubles, as RFC 8785 says. Numbers beyond a double's range, and integer
+//! literals that would come out of canonicalization with other digits (past 2^53), are refused,
+//! because languages disagree about them. [`parse`] checks the JSON text itself (so it also sees
+//! integers past 2^64); [`to_string`] checks the integers of an already parsed value.
 
 use serde_json::{Map, Number, Value};
 
@@ -86,18 +86,15 @@ fn write_string(out: &mut String, s: &str) {
 }
 
 fn format_number(n: &Number) -> Result<String, Error> {
-    let exact = if let Some(u) = n.as_u64() {
-        let f = u as f64;
-        // `u64::MAX as f64` rounds up to 2^64, which would cast back to u64::MAX: compare first.
-        (f < 18_446_744_073_709_551_616.0 && f as u64 == u).then_some(f)
-    } else if let Some(i) = n.as_i64() {
-        let f = i as f64;
-        (f as i64 == i).then_some(f)
-    } else {
-        n.as_f64()
+    let Some(f) = n.as_f64() else {
+        return Err(Error::InexactNumber(n.to_string()));
     };
-    let f = exact.ok_or_else(|| Error::InexactNumber(n.to_string()))?;
-    Ok(format_double(f))
+    let text = format_double(f);
+    // An integer must come out with the digits it went in with (see `check_number_token`).
+    if (n.is_u64() || n.is_i64()) && Decimal::of(&n.to_string()) != Decimal::of(&text) {
+        return Err(Error::InexactNumber(n.to_string()));
+    }
+    Ok(text)
 }
 
 /// ECMAScript's `Number.prototype.toString` for a finite double.
@@ -108,24 +105,59 @@ fn format_double(f: f64) -> String {
     ryu_js::Buffer::new().format_finite(f).to_owned()
 }
 
-/// Refuses a number token that a double cannot carry the way every language would: one out of a
-/// double's range, or an integer literal whose value is not exactly a double (beyond 2^53 most
-/// languages round it, Python keeps it whole; past 2^127 we refuse it outright). Fractions and
-/// exponents are parsed as doubles, as RFC 8785 says, so `333333333.33333329` is accepted and
-/// becomes `333333333.3333333`.
+/// Refuses a number token whose canonical form would not be the number that was written: one out
+/// of a double's range, or an integer literal that its double writes with other digits (past 2^53
+/// most languages round such an integer, Python keeps it whole). Fractions and exponents are
+/// parsed as doubles, as RFC 8785 says, so `333333333.33333329` is accepted and becomes
+/// `333333333.3333333`. Every canonical text therefore parses back to itself.
 fn check_number_token(token: &str) -> Result<(), Error> {
     let inexact = || Error::InexactNumber(token.to_owned());
     let parsed: f64 = token.parse().map_err(|_| inexact())?;
     if !parsed.is_finite() {
         return Err(inexact());
     }
-    if !token.contains(['.', 'e', 'E']) {
-        let integer: i128 = token.parse().map_err(|_| inexact())?;
-        if parsed as i128 != integer {
-            return Err(inexact());
-        }
+    let is_integer_literal = !token.contains(['.', 'e', 'E']);
+    if is_integer_literal && Decimal::of(token) != Decimal::of(&format_double(parsed)) {
+        return Err(inexact());
     }
     Ok(())
+}
+
+/// A decimal number as sign, significant digits and a power of ten, for exact comparison.
+#[derive(Debug, PartialEq, Eq)]
+enum Decimal {
+    Zero,
+    NonZero {
+        negative: bool,
+        digits: String,
+        exponent: i64,
+    },
+}
+
+impl Decimal {
+    fn of(token: &str) -> Option<Decimal> {
+        let (negative, unsigned) = match token.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, token),
+        };
+        let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+            Some((m, e)) => (m, e.trim_start_matches('+').parse::<i64>().ok()?),
+            None => (unsigned, 0),
+        };
+        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        let all = format!("{int}{frac}");
+        let significant = all.trim_start_matches('0');
+        let digits = significant.trim_end_matches('0');
+        if digits.is_empty() {
+            return Some(Decimal::Zero);
+        }
+        let trailing_zeros = (significant.len() - digits.len()) as i64;
+        Some(Decimal::NonZero {
+            negative,
+            digits: digits.to_owned(),
+            exponent: exponent - frac.len() as i64 + trailing_zeros,
+        })
+    }
 }
 
 /// The number tokens of a JSON text: maximal runs of number characters outside strings. Invalid

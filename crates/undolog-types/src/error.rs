@@ -4,8 +4,9 @@ pub enum Error {
     #[error("malformed JSON: {0}; send one well-formed JSON value")]
     MalformedJson(String),
     #[error(
-        "the number {0} is not exactly an IEEE-754 double (an integer past 2^53, or out of range), \
-         so languages would canonicalize it differently; send it as a string instead"
+        "the number {0} would not survive canonical JSON as written (an integer past 2^53 that \
+         an IEEE-754 double writes with other digits, or a number out of a double's range); \
+         send it as a string instead"
     )]
     InexactNumber(String),
     #[error("tool arguments must be a JSON object, got {0}; wrap the values in an object")]
