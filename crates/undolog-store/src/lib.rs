@@ -1,1 +1,23 @@
-//! placeholder
+//! The storage contract of the effect log and its backends.
+//!
+//! [`Store`] opens a transaction bound to one org; every read and write goes through a [`Tx`], and
+//! nothing is visible to others until [`Tx::commit`]. An engine operation is one transaction, so a
+//! crash leaves either all of it or none. The embedded backend is SQLite ([`SqliteStore`]); the
+//! [`conformance`] module holds the cases every backend must pass.
+//!
+//! Invariant: only this crate knows SQL.
+
+pub mod conformance;
+mod contract;
+mod error;
+mod open;
+mod records;
+mod sqlite;
+
+pub use contract::{Store, Tx};
+pub use error::Error;
+pub use open::{StoreUrl, open};
+pub use records::{Approval, Compensation, Effect, Lease, Session, Snapshot};
+pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

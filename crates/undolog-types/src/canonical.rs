@@ -181,7 +181,9 @@ fn number_tokens(text: &str) -> impl Iterator<Item = &str> {
                 i += 1;
             } else if b == b'-' || b.is_ascii_digit() {
                 let start = i;
-                while i < bytes.len() && matches!(bytes[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                while i < bytes.len()
+                    && matches!(bytes[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
                     i += 1;
                 }
                 return Some(&text[start..i]);

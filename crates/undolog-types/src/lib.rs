@@ -13,7 +13,7 @@ mod time;
 
 pub use error::Error;
 pub use ids::{ApprovalId, EffectId, OrgId, SessionId};
-pub use signature::{Args, CallIdentity, LockKey, Signature, SIGNATURE_VERSION};
+pub use signature::{Args, CallIdentity, LockKey, SIGNATURE_VERSION, Signature};
 pub use state::{ApprovalState, EffectState, IllegalTransition, SessionState};
 pub use tier::Tier;
 pub use time::Timestamp;

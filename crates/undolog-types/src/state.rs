@@ -26,7 +26,11 @@ macro_rules! transitions {
                 if self.can_become(to) {
                     Ok(to)
                 } else {
-                    Err(IllegalTransition { machine: $machine, from: self.as_str(), to: to.as_str() })
+                    Err(IllegalTransition {
+                        machine: $machine,
+                        from: self.as_str(),
+                        to: to.as_str(),
+                    })
                 }
             }
 

@@ -9,7 +9,9 @@ pub struct Timestamp(pub i64);
 
 impl Timestamp {
     pub fn now() -> Timestamp {
-        let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         Timestamp(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
     }
 

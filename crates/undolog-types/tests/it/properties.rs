@@ -10,7 +10,9 @@ fn json_leaf() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
         (-(1i64 << 53)..(1i64 << 53)).prop_map(Value::from),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
         "\\PC{0,12}".prop_map(Value::String),
     ]
 }

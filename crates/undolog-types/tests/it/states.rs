@@ -24,7 +24,10 @@ fn effect_lifecycle_follows_the_design() {
         }
     }
     let err = Committed.transition(Pending).unwrap_err();
-    assert_eq!(err.to_string(), "a effect cannot go from committed to pending");
+    assert_eq!(
+        err.to_string(),
+        "a effect cannot go from committed to pending"
+    );
     assert!(Failed.is_terminal() && Denied.is_terminal() && Compensated.is_terminal());
     assert!(!Pending.is_terminal());
 }
@@ -43,7 +46,11 @@ fn session_lifecycle_follows_the_design() {
     ];
     for &from in SessionState::ALL {
         for &to in SessionState::ALL {
-            assert_eq!(from.can_become(to), allowed.contains(&(from, to)), "{from} -> {to}");
+            assert_eq!(
+                from.can_become(to),
+                allowed.contains(&(from, to)),
+                "{from} -> {to}"
+            );
         }
     }
 }

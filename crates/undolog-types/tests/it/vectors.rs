@@ -37,7 +37,10 @@ struct SignatureCase {
 }
 
 fn vectors() -> Vectors {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/signature-vectors.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/signature-vectors.json"
+    );
     let text = std::fs::read_to_string(path).expect("the shared vectors file is in testdata/");
     serde_json::from_str(&text).expect("the vectors file is well-formed")
 }
@@ -84,16 +87,36 @@ fn signatures_and_lock_keys_match_every_vector() {
             args: &args,
             step: case.step,
         };
-        assert_eq!(identity.canonical(), case.canonical, "canonical of {:?}", case.name);
+        assert_eq!(
+            identity.canonical(),
+            case.canonical,
+            "canonical of {:?}",
+            case.name
+        );
         let signature = identity.signature();
-        assert_eq!(signature.as_str(), case.signature, "signature of {:?}", case.name);
-        assert_eq!(format!("{:016x}", signature.lock_key().0), case.lock_key, "lock key of {:?}", case.name);
+        assert_eq!(
+            signature.as_str(),
+            case.signature,
+            "signature of {:?}",
+            case.name
+        );
+        assert_eq!(
+            format!("{:016x}", signature.lock_key().0),
+            case.lock_key,
+            "lock key of {:?}",
+            case.name
+        );
     }
 }
 
 #[test]
 fn non_object_arguments_are_refused() {
-    for (text, kind) in [("[]", "an array"), ("1", "a number"), ("\"x\"", "a string"), ("null", "null")] {
+    for (text, kind) in [
+        ("[]", "an array"),
+        ("1", "a number"),
+        ("\"x\"", "a string"),
+        ("null", "null"),
+    ] {
         assert_eq!(Args::parse(text), Err(Error::ArgumentsNotObject(kind)));
     }
 }
@@ -101,12 +124,16 @@ fn non_object_arguments_are_refused() {
 #[test]
 fn malformed_json_is_refused() {
     for text in ["{", "{\"a\":}", "nope", "{\"a\":1,}", ""] {
-        assert!(matches!(canonical::parse(text), Err(Error::MalformedJson(_))), "{text:?}");
+        assert!(
+            matches!(canonical::parse(text), Err(Error::MalformedJson(_))),
+            "{text:?}"
+        );
     }
 }
 
 #[test]
 fn numbers_inside_strings_are_not_checked() {
-    let value = canonical::parse(r#"{"n":"18446744073709551617","e":"1e400 \" 99999999999999999999"}"#);
+    let value =
+        canonical::parse(r#"{"n":"18446744073709551617","e":"1e400 \" 99999999999999999999"}"#);
     assert!(value.is_ok());
 }

@@ -1,0 +1,422 @@
+//! The store conformance suite: the cases every backend must pass, written once.
+//!
+//! A backend's test crate runs them all with [`store_conformance_tests!`], giving an async function
+//! that returns a fresh, empty store:
+//!
+//! ```text
+//! undolog_store::store_conformance_tests!(fresh_sqlite);
+//! ```
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::json;
+use undolog_types::{
+    ApprovalId, ApprovalState, Args, EffectId, EffectState, LockKey, OrgId, SessionId,
+    SessionState, Tier, Timestamp,
+};
+
+use crate::{Approval, Compensation, Effect, Error, Lease, Session, Snapshot, Store};
+
+/// Generates one `#[tokio::test]` per conformance case, each on a fresh store from `$fresh`.
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($fresh:path) => {
+        $crate::store_conformance_tests!(@cases $fresh;
+            sessions_round_trip, effects_round_trip, duplicate_effect_is_refused,
+            updating_a_missing_row_is_not_found, latest_effect_by_signature_is_the_newest,
+            latest_effect_by_key_is_the_newest, session_effects_come_in_order,
+            expired_leases_are_only_pending_effects_past_their_lease, approvals_round_trip_and_filter,
+            undo_stack_keeps_completion_order, snapshots_round_trip, dropped_transaction_rolls_back,
+            orgs_see_only_their_own_rows, same_lock_key_serializes_transactions);
+    };
+    (@cases $fresh:path; $($case:ident),+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let store = $fresh().await;
+                $crate::conformance::$case(store).await;
+            }
+        )+
+    };
+}
+
+fn org(name: &str) -> OrgId {
+    OrgId::new(name).unwrap()
+}
+
+fn sid(name: &str) -> SessionId {
+    SessionId::new(name).unwrap()
+}
+
+fn session(org_name: &str, id: &str) -> Session {
+    Session {
+        org: org(org_name),
+        id: sid(id),
+        state: SessionState::Active,
+        next_seq: 0,
+        failed_effect: None,
+        created_at: Timestamp(1_000),
+        updated_at: Timestamp(1_000),
+    }
+}
+
+fn effect(org_name: &str, session_id: &str, seq: i64) -> Effect {
+    let args = Args::try_from(json!({"to": "bøb 😀", "amount": 10.5, "n": seq})).unwrap();
+    let signature = undolog_types::CallIdentity {
+        org: &org(org_name),
+        session: &sid(session_id),
+        tool: "transfer",
+        args: &args,
+        step: None,
+    }
+    .signature();
+    Effect {
+        id: EffectId::generate(),
+        org: org(org_name),
+        session: sid(session_id),
+        seq,
+        tool: "transfer".into(),
+        args,
+        step: None,
+        signature,
+        idempotency_key: None,
+        tier: Tier::Compensable,
+        compensation: Some(Compensation {
+            tool: "transfer".into(),
+            args: json!({"amount": "{{args.amount}}"}),
+        }),
+        state: EffectState::Pending,
+        result: None,
+        error: None,
+        approval: None,
+        lease: Some(Lease {
+            holder: "gateway-1".into(),
+            expires_at: Timestamp(5_000),
+        }),
+        created_at: Timestamp(1_000 + seq),
+        updated_at: Timestamp(1_000 + seq),
+        completed_at: None,
+    }
+}
+
+fn approval(org_name: &str, effect: &Effect, requested_at: i64) -> Approval {
+    Approval {
+        id: ApprovalId::generate(),
+        org: org(org_name),
+        session: effect.session.clone(),
+        effect: effect.id,
+        signature: effect.signature.clone(),
+        state: ApprovalState::Pending,
+        requested_at: Timestamp(requested_at),
+        expires_at: Timestamp(requested_at + 60_000),
+        decided_by: None,
+        decided_at: None,
+        reason: None,
+    }
+}
+
+/// Writes a session and its effects in one committed transaction.
+async fn seed(store: &dyn Store, org_name: &str, session_id: &str, effects: &[&Effect]) {
+    let mut tx = store.begin(&org(org_name)).await.unwrap();
+    tx.put_session(&session(org_name, session_id))
+        .await
+        .unwrap();
+    for e in effects {
+        tx.insert_effect(e).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+pub async fn sessions_round_trip(store: Arc<dyn Store>) {
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(tx.session(&sid("s1")).await.unwrap(), None);
+    let mut s = session("acme", "s1");
+    tx.put_session(&s).await.unwrap();
+    tx.put_session(&session("acme", "s2")).await.unwrap();
+    s.state = SessionState::Completed;
+    s.next_seq = 3;
+    s.failed_effect = Some(EffectId::generate());
+    s.updated_at = Timestamp(2_000);
+    tx.put_session(&s).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(tx.session(&sid("s1")).await.unwrap(), Some(s));
+    let ids: Vec<_> = tx
+        .sessions()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids, vec![sid("s1"), sid("s2")]);
+}
+
+pub async fn effects_round_trip(store: Arc<dyn Store>) {
+    let mut e = effect("acme", "s1", 0);
+    e.step = Some(9_007_199_254_740_991);
+    e.idempotency_key = Some("key-1".into());
+    seed(&*store, "acme", "s1", &[&e]).await;
+
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(tx.effect(e.id).await.unwrap().as_ref(), Some(&e));
+    e.state = EffectState::Committed;
+    e.result = Some(json!({"content": [{"type": "text", "text": "ok ✓"}], "n": [1, 2.5, null]}));
+    e.lease = None;
+    e.completed_at = Some(Timestamp(3_000));
+    e.updated_at = Timestamp(3_000);
+    tx.update_effect(&e).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(tx.effect(e.id).await.unwrap(), Some(e));
+}
+
+pub async fn duplicate_effect_is_refused(store: Arc<dyn Store>) {
+    let e = effect("acme", "s1", 0);
+    seed(&*store, "acme", "s1", &[&e]).await;
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let err = tx.insert_effect(&e).await.unwrap_err();
+    assert!(matches!(err, Error::AlreadyExists(_)), "{err:?}");
+}
+
+pub async fn updating_a_missing_row_is_not_found(store: Arc<dyn Store>) {
+    let e = effect("acme", "s1", 0);
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let err = tx.update_effect(&e).await.unwrap_err();
+    assert!(
+        matches!(err, Error::NotFound { what: "effect", .. }),
+        "{err:?}"
+    );
+    let err = tx
+        .update_approval(&approval("acme", &e, 1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NotFound {
+                what: "approval",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+pub async fn latest_effect_by_signature_is_the_newest(store: Arc<dyn Store>) {
+    let first = effect("acme", "s1", 0);
+    let mut second = effect("acme", "s1", 1);
+    second.args = first.args.clone();
+    second.signature = first.signature.clone();
+    let other = effect("acme", "s1", 2);
+    seed(&*store, "acme", "s1", &[&first, &second, &other]).await;
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let latest = tx
+        .latest_effect_by_signature(&first.signature)
+        .await
+        .unwrap();
+    assert_eq!(latest.map(|e| e.id), Some(second.id));
+    let missing = undolog_types::Signature::of_canonical("{}");
+    assert_eq!(tx.latest_effect_by_signature(&missing).await.unwrap(), None);
+}
+
+pub async fn latest_effect_by_key_is_the_newest(store: Arc<dyn Store>) {
+    let mut first = effect("acme", "s1", 0);
+    first.idempotency_key = Some("k".into());
+    let mut second = effect("acme", "s1", 1);
+    second.idempotency_key = Some("k".into());
+    second.created_at = Timestamp(first.created_at.0 + 10);
+    seed(&*store, "acme", "s1", &[&first, &second]).await;
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(
+        tx.latest_effect_by_key("k").await.unwrap().map(|e| e.id),
+        Some(second.id)
+    );
+    assert_eq!(tx.latest_effect_by_key("other").await.unwrap(), None);
+}
+
+pub async fn session_effects_come_in_order(store: Arc<dyn Store>) {
+    let effects: Vec<Effect> = [2, 0, 1]
+        .into_iter()
+        .map(|seq| effect("acme", "s1", seq))
+        .collect();
+    let refs: Vec<&Effect> = effects.iter().collect();
+    seed(&*store, "acme", "s1", &refs).await;
+    seed(&*store, "acme", "s2", &[&effect("acme", "s2", 0)]).await;
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let seqs: Vec<i64> = tx
+        .session_effects(&sid("s1"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, vec![0, 1, 2]);
+}
+
+pub async fn expired_leases_are_only_pending_effects_past_their_lease(store: Arc<dyn Store>) {
+    let expired = effect("acme", "s1", 0); // lease ends at 5_000
+    let mut live = effect("acme", "s1", 1);
+    live.lease = Some(Lease {
+        holder: "g".into(),
+        expires_at: Timestamp(50_000),
+    });
+    let mut done = effect("acme", "s1", 2);
+    done.state = EffectState::Committed;
+    seed(&*store, "acme", "s1", &[&expired, &live, &done]).await;
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let ids: Vec<_> = tx
+        .expired_leases(Timestamp(10_000))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(ids, vec![expired.id]);
+    assert!(
+        tx.expired_leases(Timestamp(4_000))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn approvals_round_trip_and_filter(store: Arc<dyn Store>) {
+    let e = effect("acme", "s1", 0);
+    seed(&*store, "acme", "s1", &[&e]).await;
+    let mut first = approval("acme", &e, 1_000);
+    let second = approval("acme", &e, 2_000);
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    tx.insert_approval(&first).await.unwrap();
+    tx.insert_approval(&second).await.unwrap();
+    first.state = ApprovalState::Denied;
+    first.decided_by = Some("alice".into());
+    first.decided_at = Some(Timestamp(1_500));
+    first.reason = Some("too much money".into());
+    tx.update_approval(&first).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(tx.approval(first.id).await.unwrap(), Some(first.clone()));
+    let pending = tx.approvals(Some(ApprovalState::Pending)).await.unwrap();
+    assert_eq!(pending, vec![second.clone()]);
+    let all: Vec<_> = tx
+        .approvals(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.id)
+        .collect();
+    assert_eq!(all, vec![first.id, second.id]);
+}
+
+pub async fn undo_stack_keeps_completion_order(store: Arc<dyn Store>) {
+    let effects: Vec<Effect> = (0..3).map(|seq| effect("acme", "s1", seq)).collect();
+    let refs: Vec<&Effect> = effects.iter().collect();
+    seed(&*store, "acme", "s1", &refs).await;
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    for i in [2, 0, 1] {
+        tx.push_undo(&sid("s1"), effects[i].id, Timestamp(10))
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let stack = tx.undo_stack(&sid("s1")).await.unwrap();
+    assert_eq!(stack, vec![effects[2].id, effects[0].id, effects[1].id]);
+    assert!(tx.undo_stack(&sid("s2")).await.unwrap().is_empty());
+}
+
+pub async fn snapshots_round_trip(store: Arc<dyn Store>) {
+    seed(&*store, "acme", "s1", &[]).await;
+    let snap = |n: i64| Snapshot {
+        org: org("acme"),
+        session: sid("s1"),
+        taken_at: Timestamp(n),
+        body: json!({"n": n, "effects": [], "text": "été"}),
+    };
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    tx.insert_snapshot(&snap(1)).await.unwrap();
+    tx.insert_snapshot(&snap(1)).await.unwrap(); // same instant twice is fine
+    tx.insert_snapshot(&snap(2)).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(
+        tx.snapshots(&sid("s1")).await.unwrap(),
+        vec![snap(1), snap(1), snap(2)]
+    );
+}
+
+pub async fn dropped_transaction_rolls_back(store: Arc<dyn Store>) {
+    {
+        let mut tx = store.begin(&org("acme")).await.unwrap();
+        tx.put_session(&session("acme", "s1")).await.unwrap();
+        tx.insert_effect(&effect("acme", "s1", 0)).await.unwrap();
+        // dropped here without commit
+    }
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert!(tx.sessions().await.unwrap().is_empty());
+    assert!(tx.session_effects(&sid("s1")).await.unwrap().is_empty());
+}
+
+pub async fn orgs_see_only_their_own_rows(store: Arc<dyn Store>) {
+    let e = effect("acme", "s1", 0);
+    seed(&*store, "acme", "s1", &[&e]).await;
+    let a = approval("acme", &e, 1_000);
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    tx.insert_approval(&a).await.unwrap();
+    tx.push_undo(&sid("s1"), e.id, Timestamp(1)).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin(&org("globex")).await.unwrap();
+    assert_eq!(tx.effect(e.id).await.unwrap(), None);
+    assert_eq!(tx.session(&sid("s1")).await.unwrap(), None);
+    assert!(tx.sessions().await.unwrap().is_empty());
+    assert_eq!(
+        tx.latest_effect_by_signature(&e.signature).await.unwrap(),
+        None
+    );
+    assert!(tx.session_effects(&sid("s1")).await.unwrap().is_empty());
+    assert!(
+        tx.expired_leases(Timestamp(i64::MAX))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(tx.approval(a.id).await.unwrap(), None);
+    assert!(tx.approvals(None).await.unwrap().is_empty());
+    assert!(tx.undo_stack(&sid("s1")).await.unwrap().is_empty());
+    let err = tx.update_effect(&e).await.unwrap_err();
+    assert!(
+        matches!(err, Error::NotFound { .. }),
+        "another org's effect cannot be updated: {err:?}"
+    );
+}
+
+pub async fn same_lock_key_serializes_transactions(store: Arc<dyn Store>) {
+    seed(&*store, "acme", "counter", &[]).await;
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let mut tx = store.begin(&org("acme")).await.unwrap();
+                tx.lock(LockKey(42)).await.unwrap();
+                let mut s = tx.session(&sid("counter")).await.unwrap().unwrap();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                s.next_seq += 1;
+                tx.put_session(&s).await.unwrap();
+                tx.commit().await.unwrap();
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(
+        tx.session(&sid("counter")).await.unwrap().unwrap().next_seq,
+        16,
+        "no update was lost"
+    );
+}

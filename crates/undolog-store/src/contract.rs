@@ -1,0 +1,73 @@
+//! The storage contract. Each backend implements [`Store`] and [`Tx`]; the conformance suite in
+//! [`crate::conformance`] holds them to the same behaviour.
+
+use std::fmt::Debug;
+
+use async_trait::async_trait;
+use undolog_types::{
+    ApprovalId, ApprovalState, EffectId, LockKey, OrgId, SessionId, Signature, Timestamp,
+};
+
+use crate::{Approval, Effect, Result, Session, Snapshot};
+
+/// A durable effect log.
+#[async_trait]
+pub trait Store: Send + Sync + Debug {
+    /// Opens a read-write transaction that sees and touches only `org`'s rows.
+    async fn begin(&self, org: &OrgId) -> Result<Box<dyn Tx>>;
+
+    /// A short name for logs and errors, such as `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+}
+
+/// One transaction over one org's rows. Dropped without [`Tx::commit`], it rolls back.
+#[async_trait]
+pub trait Tx: Send {
+    /// Serializes transactions that take the same key until they end. Transactions of one
+    /// backend that cannot run concurrently anyway may take no extra lock.
+    async fn lock(&mut self, key: LockKey) -> Result<()>;
+
+    async fn session(&mut self, id: &SessionId) -> Result<Option<Session>>;
+    /// Inserts the session or replaces the stored one.
+    async fn put_session(&mut self, session: &Session) -> Result<()>;
+    /// Every session of the org, oldest first.
+    async fn sessions(&mut self) -> Result<Vec<Session>>;
+
+    async fn effect(&mut self, id: EffectId) -> Result<Option<Effect>>;
+    /// The newest effect with this signature.
+    async fn latest_effect_by_signature(&mut self, signature: &Signature)
+    -> Result<Option<Effect>>;
+    /// The newest effect with this client-supplied idempotency key.
+    async fn latest_effect_by_key(&mut self, key: &str) -> Result<Option<Effect>>;
+    /// Fails with [`crate::Error::AlreadyExists`] when the id is taken.
+    async fn insert_effect(&mut self, effect: &Effect) -> Result<()>;
+    /// Fails with [`crate::Error::NotFound`] when there is no such effect.
+    async fn update_effect(&mut self, effect: &Effect) -> Result<()>;
+    /// A session's effects in order of interception.
+    async fn session_effects(&mut self, session: &SessionId) -> Result<Vec<Effect>>;
+    /// Pending effects whose lease ran out before `now`: their executor is gone.
+    async fn expired_leases(&mut self, now: Timestamp) -> Result<Vec<Effect>>;
+
+    async fn approval(&mut self, id: ApprovalId) -> Result<Option<Approval>>;
+    async fn insert_approval(&mut self, approval: &Approval) -> Result<()>;
+    async fn update_approval(&mut self, approval: &Approval) -> Result<()>;
+    /// The org's approvals, oldest first, optionally only those in one state.
+    async fn approvals(&mut self, state: Option<ApprovalState>) -> Result<Vec<Approval>>;
+
+    /// Pushes a completed effect onto its session's undo stack.
+    async fn push_undo(
+        &mut self,
+        session: &SessionId,
+        effect: EffectId,
+        at: Timestamp,
+    ) -> Result<()>;
+    /// The undo stack, bottom (first completed) to top (last completed).
+    async fn undo_stack(&mut self, session: &SessionId) -> Result<Vec<EffectId>>;
+
+    async fn insert_snapshot(&mut self, snapshot: &Snapshot) -> Result<()>;
+    /// A session's snapshots, oldest first.
+    async fn snapshots(&mut self, session: &SessionId) -> Result<Vec<Snapshot>>;
+
+    /// Makes every write of this transaction durable and visible, or none of them.
+    async fn commit(self: Box<Self>) -> Result<()>;
+}

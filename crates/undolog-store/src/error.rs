@@ -1,0 +1,37 @@
+/// What the store can fail with. Messages say what to do; they never carry SQL.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("no {what} {id} in this org")]
+    NotFound { what: &'static str, id: String },
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    #[error("cannot open the store at {url}: {reason}")]
+    Open { url: String, reason: String },
+    #[error(
+        "the database schema is at version {found}, newer than this binary understands ({supported}); \
+         upgrade undolog"
+    )]
+    SchemaTooNew { found: i64, supported: i64 },
+    #[error("a stored row cannot be read ({0}); the database was changed outside undolog")]
+    Corrupt(String),
+    #[error("the database failed: {0}; check that it is reachable and has disk space, then retry")]
+    Database(#[source] sqlx::Error),
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Error {
+        Error::Database(e)
+    }
+}
+
+impl From<undolog_types::Error> for Error {
+    fn from(e: undolog_types::Error) -> Error {
+        Error::Corrupt(e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Error {
+        Error::Corrupt(e.to_string())
+    }
+}

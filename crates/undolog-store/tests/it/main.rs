@@ -1,0 +1,20 @@
+//! The store conformance suite on the embedded SQLite backend, plus SQLite-only behaviour.
+
+mod sqlite;
+
+use std::sync::Arc;
+
+use undolog_store::{SqliteStore, Store};
+
+async fn fresh_sqlite() -> Arc<dyn Store> {
+    Arc::new(
+        SqliteStore::in_memory()
+            .await
+            .expect("an in-memory SQLite store opens"),
+    )
+}
+
+mod conformance_sqlite {
+    use super::fresh_sqlite;
+    undolog_store::store_conformance_tests!(fresh_sqlite);
+}

@@ -1,0 +1,82 @@
+//! What only the file-backed SQLite store does: durability across reopen, migrations, URLs.
+
+use undolog_store::{SqliteOptions, SqliteStore, Store, StoreUrl};
+use undolog_types::{OrgId, SessionId, SessionState, Timestamp};
+
+#[tokio::test]
+async fn a_file_store_keeps_committed_rows_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.db");
+    let org = OrgId::new("acme").unwrap();
+    {
+        let store = SqliteStore::open(SqliteOptions::file(&path)).await.unwrap();
+        let mut tx = store.begin(&org).await.unwrap();
+        tx.put_session(&undolog_store::Session {
+            org: org.clone(),
+            id: SessionId::new("s1").unwrap(),
+            state: SessionState::Active,
+            next_seq: 7,
+            failed_effect: None,
+            created_at: Timestamp(1),
+            updated_at: Timestamp(1),
+        })
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    }
+    let store = SqliteStore::open(SqliteOptions::file(&path)).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), 1);
+    let mut tx = store.begin(&org).await.unwrap();
+    let s = tx
+        .session(&SessionId::new("s1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.next_seq, 7);
+}
+
+#[tokio::test]
+async fn a_schema_newer_than_the_binary_stops_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.db");
+    drop(SqliteStore::open(SqliteOptions::file(&path)).await.unwrap());
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let err = SqliteStore::open(SqliteOptions::file(&path))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("version 99, newer than this binary"),
+        "{err}"
+    );
+}
+
+#[test]
+fn store_urls_name_a_backend_or_say_what_to_write() {
+    assert_eq!(
+        "sqlite::memory:".parse::<StoreUrl>().unwrap(),
+        StoreUrl::SqliteMemory
+    );
+    assert_eq!(
+        "sqlite://a/b.db".parse::<StoreUrl>().unwrap(),
+        StoreUrl::SqliteFile("a/b.db".into())
+    );
+    assert_eq!(
+        "log.db".parse::<StoreUrl>().unwrap(),
+        StoreUrl::SqliteFile("log.db".into())
+    );
+    for bad in ["", "sqlite://", "mysql://x", "postgres://localhost/db"] {
+        let err = bad.parse::<StoreUrl>().unwrap_err().to_string();
+        assert!(
+            err.contains("use sqlite://") || err.contains("write sqlite://"),
+            "{bad}: {err}"
+        );
+    }
+}
