@@ -1,1 +1,31 @@
-//! placeholder
+//! The effect engine: every tool call passes through [`Engine::intercept`], which records it as an
+//! effect and answers execute, replay, awaiting approval, or rejected. The caller runs the tool and
+//! reports with [`Engine::commit`] or [`Engine::fail`]. Approvals, in-doubt effects, sessions,
+//! snapshots and undo (a saga of compensations) complete the API.
+//!
+//! Decisions are made by the sans-IO [`core`]; [`Engine`] is the executor that carries them out
+//! over a [`undolog_store::Store`], one transaction per operation.
+//!
+//! Invariant: the engine never speaks HTTP or MCP, and never writes SQL.
+
+mod approvals;
+mod call;
+mod clock;
+mod config;
+pub mod core;
+mod engine;
+mod error;
+mod events;
+mod outcome;
+mod saga;
+mod sessions;
+
+pub use call::{Call, ToolPolicy};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::EngineConfig;
+pub use engine::{Engine, Resolution};
+pub use error::Error;
+pub use events::Event;
+pub use outcome::{Intercept, Rejection};
+pub use saga::{Compensated, Compensator, StepOutcome, UndoReport, UndoStep};
+pub use sessions::SNAPSHOT_FORMAT;

@@ -1,0 +1,256 @@
+//! Deciding what happens to an intercepted call.
+
+use undolog_store::{Approval, Effect, Lease, Session};
+use undolog_types::{ApprovalId, ApprovalState, EffectId, EffectState, SessionState, Timestamp};
+
+use super::Write;
+use crate::{Call, Error, Intercept, Rejection};
+
+/// What the store holds about a call, read under the call's lock.
+#[derive(Debug, Clone)]
+pub struct InterceptView {
+    pub session: Option<Session>,
+    /// The newest effect with the call's idempotency key, or else with its signature.
+    pub existing: Option<Effect>,
+    /// The approval request of `existing`, if it has one.
+    pub approval: Option<Approval>,
+    /// The in-flight effect this caller already waited for, if it is retrying after a wait.
+    pub waited_for: Option<EffectId>,
+    pub now: Timestamp,
+    /// Who would hold the lease, and until when.
+    pub lease: Lease,
+    pub approval_expires_at: Timestamp,
+}
+
+/// What to answer, what to write, and whether to wait for an identical call in flight.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Answer(Intercept, Vec<Write>),
+    /// An identical call is running: wait for it to finish, then decide again.
+    Wait(EffectId),
+}
+
+/// Decides an intercepted call. Pure: the same view always gives the same decision.
+pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Error> {
+    let mut writes = Vec::new();
+    let mut session = match view.session.clone() {
+        Some(s) if s.state != SessionState::Active => {
+            let reason = Rejection::SessionClosed { state: s.state };
+            return Ok(Decision::Answer(
+                Intercept::Rejected {
+                    effect_id: None,
+                    reason,
+                },
+                writes,
+            ));
+        }
+        Some(s) => s,
+        None => new_session(call, view.now),
+    };
+    let signature = call.signature();
+
+    if let Some(existing) = &view.existing {
+        if let Some(key) = &call.idempotency_key {
+            if existing.signature != signature {
+                return Err(Error::KeyReused {
+                    key: key.clone(),
+                    effect: existing.id,
+                });
+            }
+        }
+        if let Some(decision) = decide_on_existing(call, &view, existing, &mut writes)? {
+            return Ok(decision);
+        }
+    }
+
+    // No usable earlier call: record a new effect, before anything runs.
+    let mut effect = Effect {
+        id: EffectId::generate(),
+        org: call.org.clone(),
+        session: call.session.clone(),
+        seq: session.next_seq,
+        tool: call.tool.clone(),
+        args: call.args.clone(),
+        step: call.step,
+        signature,
+        idempotency_key: call.idempotency_key.clone(),
+        tier: call.policy.tier,
+        compensation: call.policy.compensation.clone(),
+        state: EffectState::Pending,
+        result: None,
+        error: None,
+        approval: None,
+        lease: None,
+        created_at: view.now,
+        updated_at: view.now,
+        completed_at: None,
+    };
+    session.next_seq += 1;
+    session.updated_at = view.now;
+    writes.push(Write::PutSession(session));
+
+    if call.policy.needs_approval() {
+        let approval = Approval {
+            id: ApprovalId::generate(),
+            org: call.org.clone(),
+            session: call.session.clone(),
+            effect: effect.id,
+            signature: effect.signature.clone(),
+            state: ApprovalState::Pending,
+            requested_at: view.now,
+            expires_at: view.approval_expires_at,
+            decided_by: None,
+            decided_at: None,
+            reason: None,
+        };
+        effect.state = EffectState::AwaitingApproval;
+        effect.approval = Some(approval.id);
+        let answer = Intercept::AwaitingApproval {
+            effect_id: effect.id,
+            approval_id: approval.id,
+            expires_at: approval.expires_at,
+        };
+        writes.push(Write::InsertEffect(effect));
+        writes.push(Write::InsertApproval(approval));
+        return Ok(Decision::Answer(answer, writes));
+    }
+
+    effect.lease = Some(view.lease.clone());
+    let answer = Intercept::Execute {
+        effect_id: effect.id,
+        lease_expires_at: view.lease.expires_at,
+    };
+    writes.push(Write::InsertEffect(effect));
+    Ok(Decision::Answer(answer, writes))
+}
+
+/// The decision when an earlier effect matches, or `None` when a new effect should be recorded.
+fn decide_on_existing(
+    call: &Call,
+    view: &InterceptView,
+    existing: &Effect,
+    writes: &mut Vec<Write>,
+) -> Result<Option<Decision>, Error> {
+    // Without a key, read-only calls always run again (fresh data).
+    if call.idempotency_key.is_none() && !existing.tier.replays() {
+        return Ok(None);
+    }
+    match existing.state {
+        EffectState::AwaitingApproval => {
+            let Some(approval) = view.approval.clone() else {
+                return Err(undolog_store::Error::Corrupt(format!(
+                    "effect {} awaits an approval that does not exist",
+                    existing.id
+                ))
+                .into());
+            };
+            if view.now < approval.expires_at {
+                let intercept = Intercept::AwaitingApproval {
+                    effect_id: existing.id,
+                    approval_id: approval.id,
+                    expires_at: approval.expires_at,
+                };
+                return answer(intercept, writes);
+            }
+            // Nobody decided in time: close the old request and ask again.
+            let (effect, approval) = super::expire(existing.clone(), approval, view.now)?;
+            writes.push(Write::UpdateEffect(effect));
+            writes.push(Write::UpdateApproval(approval));
+            Ok(None)
+        }
+        EffectState::Approved => {
+            let mut effect = existing.clone();
+            effect.state = effect.state.transition(EffectState::Pending)?;
+            effect.lease = Some(view.lease.clone());
+            effect.updated_at = view.now;
+            let intercept = Intercept::Execute {
+                effect_id: effect.id,
+                lease_expires_at: view.lease.expires_at,
+            };
+            writes.push(Write::UpdateEffect(effect));
+            answer(intercept, writes)
+        }
+        EffectState::Denied => {
+            let reason = Rejection::Denied {
+                approval_id: existing.approval,
+                decided_by: view.approval.as_ref().and_then(|a| a.decided_by.clone()),
+                reason: view.approval.as_ref().and_then(|a| a.reason.clone()),
+            };
+            answer(
+                Intercept::Rejected {
+                    effect_id: Some(existing.id),
+                    reason,
+                },
+                writes,
+            )
+        }
+        EffectState::Expired => Ok(None),
+        EffectState::Pending => {
+            let lease_live = existing
+                .lease
+                .as_ref()
+                .is_some_and(|l| view.now < l.expires_at);
+            if lease_live {
+                return Ok(Some(Decision::Wait(existing.id)));
+            }
+            if call.policy.idempotent {
+                // Running it again is harmless: take over the effect under a new lease.
+                let mut effect = existing.clone();
+                effect.lease = Some(view.lease.clone());
+                effect.updated_at = view.now;
+                let intercept = Intercept::Execute {
+                    effect_id: effect.id,
+                    lease_expires_at: view.lease.expires_at,
+                };
+                writes.push(Write::UpdateEffect(effect));
+                return answer(intercept, writes);
+            }
+            let reason = Rejection::InDoubt;
+            answer(
+                Intercept::Rejected {
+                    effect_id: Some(existing.id),
+                    reason,
+                },
+                writes,
+            )
+        }
+        EffectState::Failed => {
+            if view.waited_for == Some(existing.id) {
+                return Err(Error::AwaitedCallFailed {
+                    effect: existing.id,
+                    error: existing.error.clone().unwrap_or_default(),
+                });
+            }
+            Ok(None) // a failed call did not take effect: a new identical call runs again
+        }
+        EffectState::Committed
+        | EffectState::Compensating
+        | EffectState::Compensated
+        | EffectState::CompensationFailed => {
+            let result = existing.result.clone().unwrap_or(serde_json::Value::Null);
+            answer(
+                Intercept::Replay {
+                    effect_id: existing.id,
+                    result,
+                },
+                writes,
+            )
+        }
+    }
+}
+
+fn answer(intercept: Intercept, writes: &mut Vec<Write>) -> Result<Option<Decision>, Error> {
+    Ok(Some(Decision::Answer(intercept, std::mem::take(writes))))
+}
+
+fn new_session(call: &Call, now: Timestamp) -> Session {
+    Session {
+        org: call.org.clone(),
+        id: call.session.clone(),
+        state: SessionState::Active,
+        next_seq: 0,
+        failed_effect: None,
+        created_at: now,
+        updated_at: now,
+    }
+}

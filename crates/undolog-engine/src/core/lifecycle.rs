@@ -1,0 +1,151 @@
+//! Completing effects and deciding approvals.
+
+use serde_json::Value;
+use undolog_store::{Approval, Effect};
+use undolog_types::{ApprovalState, EffectState, Tier, Timestamp};
+
+use super::Write;
+use crate::{Error, Resolution};
+
+/// Records a tool's result; a compensable effect goes onto its session's undo stack.
+pub fn commit(mut effect: Effect, result: Value, now: Timestamp) -> Result<Vec<Write>, Error> {
+    ensure_pending(&effect)?;
+    effect.state = effect.state.transition(EffectState::Committed)?;
+    effect.result = Some(result);
+    effect.lease = None;
+    effect.updated_at = now;
+    effect.completed_at = Some(now);
+    let mut writes = Vec::with_capacity(2);
+    if effect.tier == Tier::Compensable && effect.compensation.is_some() {
+        writes.push(Write::PushUndo {
+            session: effect.session.clone(),
+            effect: effect.id,
+            at: now,
+        });
+    }
+    writes.insert(0, Write::UpdateEffect(effect));
+    Ok(writes)
+}
+
+/// Records that the tool reported failure.
+pub fn fail(mut effect: Effect, error: String, now: Timestamp) -> Result<Vec<Write>, Error> {
+    ensure_pending(&effect)?;
+    effect.state = effect.state.transition(EffectState::Failed)?;
+    effect.error = Some(error);
+    effect.lease = None;
+    effect.updated_at = now;
+    effect.completed_at = Some(now);
+    Ok(vec![Write::UpdateEffect(effect)])
+}
+
+/// Records an operator's verdict on an in-doubt effect: whether the tool did run.
+pub fn resolve_in_doubt(
+    effect: Effect,
+    resolution: Resolution,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
+    let in_doubt = effect.state == EffectState::Pending
+        && effect
+            .lease
+            .as_ref()
+            .is_none_or(|lease| lease.expires_at <= now);
+    if !in_doubt {
+        return Err(Error::NotInDoubt(effect.id));
+    }
+    match resolution {
+        Resolution::Committed(result) => commit(effect, result, now),
+        Resolution::Failed(reason) => fail(effect, reason, now),
+    }
+}
+
+fn ensure_pending(effect: &Effect) -> Result<(), Error> {
+    if effect.state == EffectState::Pending {
+        Ok(())
+    } else {
+        Err(Error::NotPending {
+            effect: effect.id,
+            state: effect.state,
+        })
+    }
+}
+
+/// A person's yes. The caller has checked that the request has not expired.
+pub fn approve(
+    effect: Effect,
+    approval: Approval,
+    by: String,
+    reason: Option<String>,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
+    let decided = decide(
+        effect,
+        approval,
+        (EffectState::Approved, ApprovalState::Approved),
+        Some(by),
+        reason,
+        now,
+    )?;
+    Ok(as_writes(decided))
+}
+
+/// A person's no, with the reason the agent will see.
+pub fn deny(
+    effect: Effect,
+    approval: Approval,
+    by: String,
+    reason: String,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
+    let decided = decide(
+        effect,
+        approval,
+        (EffectState::Denied, ApprovalState::Denied),
+        Some(by),
+        Some(reason),
+        now,
+    )?;
+    Ok(as_writes(decided))
+}
+
+/// Nobody decided in time.
+pub fn expire(
+    effect: Effect,
+    approval: Approval,
+    now: Timestamp,
+) -> Result<(Effect, Approval), Error> {
+    decide(
+        effect,
+        approval,
+        (EffectState::Expired, ApprovalState::Expired),
+        None,
+        None,
+        now,
+    )
+}
+
+fn as_writes((effect, approval): (Effect, Approval)) -> Vec<Write> {
+    vec![Write::UpdateEffect(effect), Write::UpdateApproval(approval)]
+}
+
+fn decide(
+    mut effect: Effect,
+    mut approval: Approval,
+    (effect_to, approval_to): (EffectState, ApprovalState),
+    by: Option<String>,
+    reason: Option<String>,
+    now: Timestamp,
+) -> Result<(Effect, Approval), Error> {
+    if approval.state != ApprovalState::Pending {
+        return Err(Error::AlreadyDecided {
+            approval: approval.id,
+            state: approval.state,
+        });
+    }
+    approval.state = approval.state.transition(approval_to)?;
+    approval.decided_by = by;
+    approval.decided_at = Some(now);
+    approval.reason = reason;
+    effect.state = effect.state.transition(effect_to)?;
+    effect.updated_at = now;
+    Ok((effect, approval))
+}

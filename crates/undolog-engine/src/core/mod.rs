@@ -1,0 +1,29 @@
+//! The sans-IO core: pure functions that look at what the store holds and say what should happen,
+//! as data. The executor ([`crate::Engine`]) reads, calls these, and writes the result in one
+//! transaction. Nothing here awaits, locks or touches a clock.
+
+mod intercept;
+mod lifecycle;
+mod undo;
+
+pub use intercept::{Decision, InterceptView, decide_intercept};
+pub use lifecycle::{approve, commit, deny, expire, fail, resolve_in_doubt};
+pub use undo::{UndoPlan, plan_undo};
+
+use undolog_store::{Approval, Effect, Session};
+use undolog_types::{EffectId, SessionId, Timestamp};
+
+/// One write the executor must make, in order, inside the operation's transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    PutSession(Session),
+    InsertEffect(Effect),
+    UpdateEffect(Effect),
+    InsertApproval(Approval),
+    UpdateApproval(Approval),
+    PushUndo {
+        session: SessionId,
+        effect: EffectId,
+        at: Timestamp,
+    },
+}

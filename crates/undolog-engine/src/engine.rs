@@ -1,0 +1,394 @@
+//! The executor: reads what the store holds, asks the sans-IO core what to do, writes the answer in
+//! the same transaction, then publishes events and wakes waiters.
+
+use std::{pin::pin, sync::Arc, time::Duration};
+
+use serde_json::Value;
+use tokio::{
+    sync::{Notify, broadcast},
+    time::Instant,
+};
+use undolog_store::{Effect, Lease, Session, Store, Tx};
+use undolog_types::{EffectId, EffectState, LockKey, OrgId, SessionId, Timestamp};
+
+use crate::{
+    Call, Clock, EngineConfig, Error, Event, Intercept, SystemClock,
+    core::{self, Decision, InterceptView, Write},
+};
+
+/// The effect engine. Cheap to clone; clones share the store, clock, waiters and event stream.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+    /// Woken after every committed change, so waiters look again at once.
+    changed: Notify,
+    events: broadcast::Sender<Event>,
+}
+
+/// An operator's verdict on an in-doubt effect.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    /// The tool did run; this is its result.
+    Committed(Value),
+    /// The tool did not run (or failed); this says why.
+    Failed(String),
+}
+
+impl Engine {
+    pub fn new(store: Arc<dyn Store>, config: EngineConfig) -> Engine {
+        Engine::with_clock(store, config, Arc::new(SystemClock))
+    }
+
+    pub fn with_clock(
+        store: Arc<dyn Store>,
+        config: EngineConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Engine {
+        let (events, _) = broadcast::channel(1024);
+        Engine {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                config,
+                changed: Notify::new(),
+                events,
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// Live events of every org; filter with [`Event::org`].
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.inner.events.subscribe()
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        self.inner.clock.now()
+    }
+
+    pub(crate) async fn begin(&self, org: &OrgId) -> Result<Box<dyn Tx>, Error> {
+        Ok(self.inner.store.begin(org).await?)
+    }
+
+    /// Decides what happens to a call: run it, replay it, hold it for a person, or refuse it. An
+    /// identical call in flight is waited for (up to `wait_timeout`) and then replayed.
+    pub async fn intercept(&self, call: Call) -> Result<Intercept, Error> {
+        self.validate(&call)?;
+        let lock = match &call.idempotency_key {
+            Some(key) => LockKey::of(format!("{}\0{key}", call.org).as_bytes()),
+            None => call.signature().lock_key(),
+        };
+        let deadline = Instant::now() + self.inner.config.wait_timeout;
+        let mut waited_for = None;
+        loop {
+            let mut changed = pin!(self.inner.changed.notified());
+            changed.as_mut().enable(); // registered before we look, so no wake-up is missed
+            let effect = match self.decide_intercept(&call, lock, waited_for).await? {
+                Decision::Answer(answer, _) => return Ok(answer),
+                Decision::Wait(effect) => effect,
+            };
+            waited_for = Some(effect);
+            if !self.pause(changed, deadline).await {
+                return Err(Error::StillRunning(effect));
+            }
+        }
+    }
+
+    /// Sleeps until the log changes or a poll interval passes (another process may have changed
+    /// it); `false` when the deadline has passed.
+    async fn pause(
+        &self,
+        changed: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+        deadline: Instant,
+    ) -> bool {
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        let pause = self.inner.config.poll_interval.min(deadline - now);
+        tokio::select! {
+            () = changed => {}
+            () = tokio::time::sleep(pause) => {}
+        }
+        true
+    }
+
+    fn validate(&self, call: &Call) -> Result<(), Error> {
+        if call.tool.is_empty() {
+            return Err(Error::EmptyToolName);
+        }
+        if call.idempotency_key.as_deref() == Some("") {
+            return Err(Error::EmptyIdempotencyKey);
+        }
+        let len = call.args.canonical().len();
+        let limit = self.inner.config.max_args_bytes;
+        if len > limit {
+            return Err(Error::ArgsTooLarge { len, limit });
+        }
+        Ok(())
+    }
+
+    /// One look at the store under the call's lock, in one transaction.
+    async fn decide_intercept(
+        &self,
+        call: &Call,
+        lock: LockKey,
+        waited_for: Option<EffectId>,
+    ) -> Result<Decision, Error> {
+        let mut tx = self.begin(&call.org).await?;
+        tx.lock(lock).await?;
+        let session = tx.session(&call.session).await?;
+        let existing = match &call.idempotency_key {
+            Some(key) => tx.latest_effect_by_key(key).await?,
+            None if call.policy.tier.replays() => {
+                tx.latest_effect_by_signature(&call.signature()).await?
+            }
+            None => None,
+        };
+        let approval = match existing.as_ref().and_then(|e| e.approval) {
+            Some(id) => tx.approval(id).await?,
+            None => None,
+        };
+        let now = self.now();
+        let config = &self.inner.config;
+        let view = InterceptView {
+            session,
+            existing,
+            approval,
+            waited_for,
+            now,
+            lease: Lease {
+                holder: config.executor_id.clone(),
+                expires_at: now.plus(config.lease),
+            },
+            approval_expires_at: now.plus(config.approval_timeout),
+        };
+        let decision = core::decide_intercept(call, view)?;
+        if let Decision::Answer(answer, writes) = &decision {
+            let mut events = self.apply(&mut *tx, writes).await?;
+            tx.commit().await?;
+            if let Intercept::Replay { effect_id, .. } = answer {
+                events.push(Event::EffectReplayed {
+                    org: call.org.clone(),
+                    session: call.session.clone(),
+                    effect_id: *effect_id,
+                });
+            }
+            self.published(events);
+        }
+        Ok(decision)
+    }
+
+    /// Records the tool's result for an effect this caller was told to execute.
+    pub async fn commit(&self, org: &OrgId, effect: EffectId, result: Value) -> Result<(), Error> {
+        let now = self.now();
+        self.update_effect(org, effect, |e| core::commit(e, result, now))
+            .await
+    }
+
+    /// Records that the tool failed; identical calls waiting for it get this error.
+    pub async fn fail(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        error: impl Into<String>,
+    ) -> Result<(), Error> {
+        let (now, error) = (self.now(), error.into());
+        self.update_effect(org, effect, |e| core::fail(e, error, now))
+            .await
+    }
+
+    /// Extends this executor's lease on a pending effect whose tool is still running.
+    pub async fn renew_lease(&self, org: &OrgId, effect: EffectId) -> Result<Timestamp, Error> {
+        let expires_at = self.now().plus(self.inner.config.lease);
+        let holder = self.inner.config.executor_id.clone();
+        self.update_effect(org, effect, |mut e| {
+            if e.state != EffectState::Pending {
+                return Err(Error::NotPending {
+                    effect: e.id,
+                    state: e.state,
+                });
+            }
+            e.lease = Some(Lease { holder, expires_at });
+            Ok(vec![Write::UpdateEffect(e)])
+        })
+        .await?;
+        Ok(expires_at)
+    }
+
+    /// Pending effects whose executor's lease ran out: they may or may not have run.
+    pub async fn in_doubt(&self, org: &OrgId) -> Result<Vec<Effect>, Error> {
+        let mut tx = self.begin(org).await?;
+        Ok(tx.expired_leases(self.now()).await?)
+    }
+
+    /// Records an operator's verdict on an in-doubt effect.
+    pub async fn resolve_in_doubt(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        resolution: Resolution,
+    ) -> Result<(), Error> {
+        let now = self.now();
+        self.update_effect(org, effect, |e| core::resolve_in_doubt(e, resolution, now))
+            .await
+    }
+
+    /// Reads one effect, applies `change`, and writes the result, in one transaction.
+    async fn update_effect(
+        &self,
+        org: &OrgId,
+        id: EffectId,
+        change: impl FnOnce(Effect) -> Result<Vec<Write>, Error>,
+    ) -> Result<(), Error> {
+        let mut tx = self.begin(org).await?;
+        let effect = tx.effect(id).await?.ok_or(Error::UnknownEffect(id))?;
+        let writes = change(effect)?;
+        self.commit_writes(tx, &writes).await
+    }
+
+    /// Applies writes, commits, and tells the world.
+    pub(crate) async fn commit_writes(
+        &self,
+        mut tx: Box<dyn Tx>,
+        writes: &[Write],
+    ) -> Result<(), Error> {
+        let events = self.apply(&mut *tx, writes).await?;
+        tx.commit().await?;
+        self.published(events);
+        Ok(())
+    }
+
+    /// Carries out the core's writes and names the events they make.
+    async fn apply(&self, tx: &mut dyn Tx, writes: &[Write]) -> Result<Vec<Event>, Error> {
+        let mut events = Vec::new();
+        for write in writes {
+            match write {
+                Write::PutSession(s) => tx.put_session(s).await?,
+                Write::InsertEffect(e) => {
+                    tx.insert_effect(e).await?;
+                    events.push(Event::EffectIntercepted {
+                        org: e.org.clone(),
+                        session: e.session.clone(),
+                        effect_id: e.id,
+                        tool: e.tool.clone(),
+                    });
+                }
+                Write::UpdateEffect(e) => {
+                    tx.update_effect(e).await?;
+                    let (org, session, effect_id) = (e.org.clone(), e.session.clone(), e.id);
+                    match e.state {
+                        EffectState::Committed => {
+                            events.push(Event::EffectCommitted {
+                                org,
+                                session,
+                                effect_id,
+                            });
+                        }
+                        EffectState::Failed => {
+                            let error = e.error.clone().unwrap_or_default();
+                            events.push(Event::EffectFailed {
+                                org,
+                                session,
+                                effect_id,
+                                error,
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+                Write::InsertApproval(a) => {
+                    tx.insert_approval(a).await?;
+                    events.push(Event::ApprovalRequired {
+                        org: a.org.clone(),
+                        session: a.session.clone(),
+                        effect_id: a.effect,
+                        approval_id: a.id,
+                    });
+                }
+                Write::UpdateApproval(a) => {
+                    tx.update_approval(a).await?;
+                    events.push(Event::ApprovalDecided {
+                        org: a.org.clone(),
+                        session: a.session.clone(),
+                        approval_id: a.id,
+                        approved: a.state == undolog_types::ApprovalState::Approved,
+                    });
+                }
+                Write::PushUndo {
+                    session,
+                    effect,
+                    at,
+                } => tx.push_undo(session, *effect, *at).await?,
+            }
+        }
+        Ok(events)
+    }
+
+    pub(crate) fn published(&self, events: Vec<Event>) {
+        self.inner.changed.notify_waiters();
+        for event in events {
+            let _ = self.inner.events.send(event); // nobody listening is fine
+        }
+    }
+
+    /// Runs `look` until it returns `Some`, looking again after every change in the log (or every
+    /// poll interval, for changes made by other processes) until `timeout` passes.
+    pub(crate) async fn poll_until<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        mut look: F,
+    ) -> Result<Option<T>, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Option<T>, Error>>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut changed = pin!(self.inner.changed.notified());
+            changed.as_mut().enable();
+            if let Some(found) = look().await? {
+                return Ok(Some(found));
+            }
+            if !self.pause(changed, deadline).await {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Every session of the org, oldest first.
+    pub async fn sessions(&self, org: &OrgId) -> Result<Vec<Session>, Error> {
+        Ok(self.begin(org).await?.sessions().await?)
+    }
+
+    /// A session's effects in order of interception.
+    pub async fn session_effects(
+        &self,
+        org: &OrgId,
+        session: &SessionId,
+    ) -> Result<Vec<Effect>, Error> {
+        let mut tx = self.begin(org).await?;
+        tx.session(session)
+            .await?
+            .ok_or_else(|| Error::UnknownSession(session.clone()))?;
+        Ok(tx.session_effects(session).await?)
+    }
+
+    pub async fn effect(&self, org: &OrgId, id: EffectId) -> Result<Effect, Error> {
+        self.begin(org)
+            .await?
+            .effect(id)
+            .await?
+            .ok_or(Error::UnknownEffect(id))
+    }
+}

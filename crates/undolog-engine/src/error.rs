@@ -1,0 +1,72 @@
+use undolog_types::{
+    ApprovalId, ApprovalState, EffectId, EffectState, IllegalTransition, SessionId, SessionState,
+};
+
+/// What an engine operation can fail with. Each message says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid input: {0}")]
+    InvalidInput(#[from] undolog_types::Error),
+    #[error("the tool name is empty; name the tool to call")]
+    EmptyToolName,
+    #[error("the idempotency key is empty; omit it or send a non-empty key")]
+    EmptyIdempotencyKey,
+    #[error(
+        "the arguments are {len} bytes, over the limit of {limit}; send less or raise max_args_bytes"
+    )]
+    ArgsTooLarge { len: usize, limit: usize },
+    #[error(
+        "idempotency key {key:?} was first used for a different call (effect {effect}); \
+         use a new key for a different call"
+    )]
+    KeyReused { key: String, effect: EffectId },
+    #[error("no effect {0} in this org; check the id")]
+    UnknownEffect(EffectId),
+    #[error("no approval {0} in this org; check the id")]
+    UnknownApproval(ApprovalId),
+    #[error("no session {0} in this org; check the id")]
+    UnknownSession(SessionId),
+    #[error("effect {effect} is {state}, not pending: its outcome is recorded once")]
+    NotPending {
+        effect: EffectId,
+        state: EffectState,
+    },
+    #[error("approval {approval} is already {state}; a decision is made once")]
+    AlreadyDecided {
+        approval: ApprovalId,
+        state: ApprovalState,
+    },
+    #[error("approval {0} expired before the decision; the agent must ask again")]
+    ApprovalExpired(ApprovalId),
+    #[error("the identical call this one waited for (effect {effect}) failed: {error}")]
+    AwaitedCallFailed { effect: EffectId, error: String },
+    #[error(
+        "the identical call (effect {0}) is still running after the wait limit; retry later \
+         or raise the wait timeout"
+    )]
+    StillRunning(EffectId),
+    #[error("still waiting for a decision on approval {0} after the wait limit")]
+    ApprovalWaitTimedOut(ApprovalId),
+    #[error(
+        "effect {0} is not in doubt (it is not pending, or its executor's lease is still live); \
+         only in-doubt effects can be resolved by hand"
+    )]
+    NotInDoubt(EffectId),
+    #[error(
+        "session {session} has calls still in flight ({effects:?}); wait for them to finish, or \
+         resolve in-doubt ones, then undo"
+    )]
+    SessionBusy {
+        session: SessionId,
+        effects: Vec<EffectId>,
+    },
+    #[error("session {session} is {state}; nothing to undo there")]
+    NothingToUndo {
+        session: SessionId,
+        state: SessionState,
+    },
+    #[error(transparent)]
+    IllegalTransition(#[from] IllegalTransition),
+    #[error(transparent)]
+    Store(#[from] undolog_store::Error),
+}

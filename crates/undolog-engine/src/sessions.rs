@@ -1,0 +1,79 @@
+//! Closing sessions and exporting their history.
+
+use serde_json::json;
+use undolog_store::{Session, Snapshot};
+use undolog_types::{OrgId, SessionId, SessionState};
+
+use crate::{Engine, Error, Event, core::Write};
+
+/// The format tag of an exported session history.
+pub const SNAPSHOT_FORMAT: &str = "undolog.session-snapshot.v1";
+
+impl Engine {
+    /// Closes an active session normally; it takes no more calls but can still be undone.
+    pub async fn close_session(&self, org: &OrgId, id: &SessionId) -> Result<Session, Error> {
+        self.set_session_state(org, id, &[SessionState::Completed])
+            .await
+    }
+
+    /// Moves a session through `path`, one legal transition after another, in one transaction.
+    pub(crate) async fn set_session_state(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+        path: &[SessionState],
+    ) -> Result<Session, Error> {
+        let mut tx = self.begin(org).await?;
+        let mut session = tx
+            .session(id)
+            .await?
+            .ok_or_else(|| Error::UnknownSession(id.clone()))?;
+        for &to in path {
+            session.state = session.state.transition(to)?;
+        }
+        session.updated_at = self.now();
+        self.commit_writes(tx, &[Write::PutSession(session.clone())])
+            .await?;
+        self.published(vec![Event::SessionChanged {
+            org: org.clone(),
+            session: id.clone(),
+            state: session.state,
+        }]);
+        Ok(session)
+    }
+
+    /// Exports a session's whole history (session, effects, approvals, undo stack) as JSON, and
+    /// keeps the export in the log.
+    pub async fn snapshot(&self, org: &OrgId, id: &SessionId) -> Result<Snapshot, Error> {
+        let mut tx = self.begin(org).await?;
+        let session = tx
+            .session(id)
+            .await?
+            .ok_or_else(|| Error::UnknownSession(id.clone()))?;
+        let effects = tx.session_effects(id).await?;
+        let approvals: Vec<_> = tx
+            .approvals(None)
+            .await?
+            .into_iter()
+            .filter(|a| &a.session == id)
+            .collect();
+        let undo_stack = tx.undo_stack(id).await?;
+        let taken_at = self.now();
+        let snapshot = Snapshot {
+            org: org.clone(),
+            session: id.clone(),
+            taken_at,
+            body: json!({
+                "format": SNAPSHOT_FORMAT,
+                "taken_at": taken_at,
+                "session": session,
+                "effects": effects,
+                "approvals": approvals,
+                "undo_stack": undo_stack,
+            }),
+        };
+        tx.insert_snapshot(&snapshot).await?;
+        tx.commit().await?;
+        Ok(snapshot)
+    }
+}
