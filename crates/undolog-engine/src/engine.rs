@@ -12,7 +12,7 @@ use undolog_store::{Effect, Lease, Session, Store, Tx};
 use undolog_types::{EffectId, EffectState, LockKey, OrgId, SessionId, Timestamp};
 
 use crate::{
-    Call, Clock, EngineConfig, Error, Event, Intercept, SystemClock,
+    Call, Clock, EngineConfig, Error, Event, Intercept, Resolution, SystemClock,
     core::{self, Decision, InterceptView, Write},
 };
 
@@ -30,15 +30,6 @@ struct Inner {
     /// Woken after every committed change, so waiters look again at once.
     changed: Notify,
     events: broadcast::Sender<Event>,
-}
-
-/// An operator's verdict on an in-doubt effect.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Resolution {
-    /// The tool did run; this is its result.
-    Committed(Value),
-    /// The tool did not run (or failed); this says why.
-    Failed(String),
 }
 
 impl Engine {
@@ -89,15 +80,13 @@ impl Engine {
             None => call.signature().lock_key(),
         };
         let deadline = Instant::now() + self.inner.config.wait_timeout;
-        let mut waited_for = None;
         loop {
             let mut changed = pin!(self.inner.changed.notified());
             changed.as_mut().enable(); // registered before we look, so no wake-up is missed
-            let effect = match self.decide_intercept(&call, lock, waited_for).await? {
+            let effect = match self.decide_intercept(&call, lock).await? {
                 Decision::Answer(answer, _) => return Ok(answer),
                 Decision::Wait(effect) => effect,
             };
-            waited_for = Some(effect);
             if !self.pause(changed, deadline).await {
                 return Err(Error::StillRunning(effect));
             }
@@ -139,12 +128,7 @@ impl Engine {
     }
 
     /// One look at the store under the call's lock, in one transaction.
-    async fn decide_intercept(
-        &self,
-        call: &Call,
-        lock: LockKey,
-        waited_for: Option<EffectId>,
-    ) -> Result<Decision, Error> {
+    async fn decide_intercept(&self, call: &Call, lock: LockKey) -> Result<Decision, Error> {
         let mut tx = self.begin(&call.org).await?;
         tx.lock(lock).await?;
         let session = tx.session(&call.session).await?;
@@ -165,7 +149,6 @@ impl Engine {
             session,
             existing,
             approval,
-            waited_for,
             now,
             lease: Lease {
                 holder: config.executor_id.clone(),

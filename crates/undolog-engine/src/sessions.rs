@@ -76,4 +76,9 @@ impl Engine {
         tx.commit().await?;
         Ok(snapshot)
     }
+
+    /// The snapshots kept for a session, oldest first.
+    pub async fn snapshots(&self, org: &OrgId, id: &SessionId) -> Result<Vec<Snapshot>, Error> {
+        Ok(self.begin(org).await?.snapshots(id).await?)
+    }
 }

@@ -5,7 +5,7 @@ use crate::strings::string_enum;
 
 /// An attempted state change that the state machine does not allow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a {machine} cannot go from {from} to {to}")]
+#[error("{machine} cannot go from {from} to {to}")]
 pub struct IllegalTransition {
     pub machine: &'static str,
     pub from: &'static str,
@@ -68,7 +68,7 @@ string_enum!(
     }
 );
 
-transitions!(EffectState, "effect", |from, to| {
+transitions!(EffectState, "an effect", |from, to| {
     use EffectState::*;
     matches!(
         (from, to),
@@ -100,7 +100,7 @@ string_enum!(
     }
 );
 
-transitions!(SessionState, "session", |from, to| {
+transitions!(SessionState, "a session", |from, to| {
     use SessionState::*;
     matches!(
         (from, to),
@@ -121,7 +121,7 @@ string_enum!(
     }
 );
 
-transitions!(ApprovalState, "approval", |from, to| {
+transitions!(ApprovalState, "an approval", |from, to| {
     use ApprovalState::*;
     matches!((from, to), (Pending, Approved | Denied | Expired))
 });

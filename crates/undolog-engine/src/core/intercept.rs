@@ -14,8 +14,6 @@ pub struct InterceptView {
     pub existing: Option<Effect>,
     /// The approval request of `existing`, if it has one.
     pub approval: Option<Approval>,
-    /// The in-flight effect this caller already waited for, if it is retrying after a wait.
-    pub waited_for: Option<EffectId>,
     pub now: Timestamp,
     /// Who would hold the lease, and until when.
     pub lease: Lease,
@@ -50,13 +48,13 @@ pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Er
     let signature = call.signature();
 
     if let Some(existing) = &view.existing {
-        if let Some(key) = &call.idempotency_key {
-            if existing.signature != signature {
-                return Err(Error::KeyReused {
-                    key: key.clone(),
-                    effect: existing.id,
-                });
-            }
+        if let Some(key) = &call.idempotency_key
+            && existing.signature != signature
+        {
+            return Err(Error::KeyReused {
+                key: key.clone(),
+                effect: existing.id,
+            });
         }
         if let Some(decision) = decide_on_existing(call, &view, existing, &mut writes)? {
             return Ok(decision);
@@ -214,15 +212,12 @@ fn decide_on_existing(
                 writes,
             )
         }
-        EffectState::Failed => {
-            if view.waited_for == Some(existing.id) {
-                return Err(Error::AwaitedCallFailed {
-                    effect: existing.id,
-                    error: existing.error.clone().unwrap_or_default(),
-                });
-            }
-            Ok(None) // a failed call did not take effect: a new identical call runs again
-        }
+        // The first outcome is kept, failures included (as with idempotency keys): the caller
+        // that ran it and every identical caller get the same answer.
+        EffectState::Failed => Err(Error::CallFailed {
+            effect: existing.id,
+            error: existing.error.clone().unwrap_or_default(),
+        }),
         EffectState::Committed
         | EffectState::Compensating
         | EffectState::Compensated

@@ -5,7 +5,16 @@ use undolog_store::{Approval, Effect};
 use undolog_types::{ApprovalState, EffectState, Tier, Timestamp};
 
 use super::Write;
-use crate::{Error, Resolution};
+use crate::Error;
+
+/// An operator's verdict on an in-doubt effect.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    /// The tool did run; this is its result.
+    Committed(Value),
+    /// The tool did not run (or failed); this says why.
+    Failed(String),
+}
 
 /// Records a tool's result; a compensable effect goes onto its session's undo stack.
 pub fn commit(mut effect: Effect, result: Value, now: Timestamp) -> Result<Vec<Write>, Error> {

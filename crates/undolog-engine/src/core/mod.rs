@@ -7,7 +7,7 @@ mod lifecycle;
 mod undo;
 
 pub use intercept::{Decision, InterceptView, decide_intercept};
-pub use lifecycle::{approve, commit, deny, expire, fail, resolve_in_doubt};
+pub use lifecycle::{Resolution, approve, commit, deny, expire, fail, resolve_in_doubt};
 pub use undo::{UndoPlan, plan_undo};
 
 use undolog_store::{Approval, Effect, Session};

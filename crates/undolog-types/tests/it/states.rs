@@ -26,7 +26,7 @@ fn effect_lifecycle_follows_the_design() {
     let err = Committed.transition(Pending).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "a effect cannot go from committed to pending"
+        "an effect cannot go from committed to pending"
     );
     assert!(Failed.is_terminal() && Denied.is_terminal() && Compensated.is_terminal());
     assert!(!Pending.is_terminal());

@@ -1,0 +1,180 @@
+//! Irreversible calls wait for a person: approve, deny with a reason, expiry, hold mode.
+
+use std::time::Duration;
+
+use serde_json::json;
+use undolog_engine::{Error, Intercept, Rejection};
+use undolog_types::{ApprovalState, EffectState};
+
+use crate::*;
+
+async fn held(engine: &Engine) -> (undolog_types::EffectId, undolog_types::ApprovalId) {
+    match engine.intercept(send_email("s1")).await.unwrap() {
+        Intercept::AwaitingApproval {
+            effect_id,
+            approval_id,
+            ..
+        } => (effect_id, approval_id),
+        other => panic!("expected awaiting approval, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_irreversible_call_runs_only_after_approval() {
+    let (engine, _) = engine().await;
+    let (effect, approval) = held(&engine).await;
+    // Retrying before the decision gets the same request, not a new one.
+    assert_eq!(held(&engine).await, (effect, approval));
+    assert_eq!(
+        engine
+            .approvals(&org(), Some(ApprovalState::Pending))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let decided = engine
+        .approve(&org(), approval, "alice", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (decided.state, decided.decided_by.as_deref()),
+        (ApprovalState::Approved, Some("alice"))
+    );
+    assert_eq!(must_execute(&engine, send_email("s1")).await, effect);
+    engine.commit(&org(), effect, json!("sent")).await.unwrap();
+    // Sent once: the retry is a replay.
+    assert_eq!(
+        engine.intercept(send_email("s1")).await.unwrap(),
+        Intercept::Replay {
+            effect_id: effect,
+            result: json!("sent")
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_denial_carries_the_reason_to_the_agent() {
+    let (engine, _) = engine().await;
+    let (effect, approval) = held(&engine).await;
+    engine
+        .deny(&org(), approval, "bob", "not to the CEO")
+        .await
+        .unwrap();
+    match engine.intercept(send_email("s1")).await.unwrap() {
+        Intercept::Rejected {
+            effect_id,
+            reason: reason @ Rejection::Denied { .. },
+        } => {
+            assert_eq!(effect_id, Some(effect));
+            assert_eq!(reason.message(), "denied by bob: not to the CEO");
+        }
+        other => panic!("expected a denial, got {other:?}"),
+    }
+    assert_eq!(
+        engine.effect(&org(), effect).await.unwrap().state,
+        EffectState::Denied
+    );
+}
+
+#[tokio::test]
+async fn a_decision_is_made_once() {
+    let (engine, _) = engine().await;
+    let (_, approval) = held(&engine).await;
+    engine.deny(&org(), approval, "bob", "no").await.unwrap();
+    let err = engine
+        .approve(&org(), approval, "alice", None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::AlreadyDecided {
+                state: ApprovalState::Denied,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_request_cannot_be_approved_and_a_retry_asks_again() {
+    let (engine, clock) = engine().await;
+    let (effect, approval) = held(&engine).await;
+    clock.advance(engine.config().approval_timeout + Duration::from_secs(1));
+    let err = engine
+        .approve(&org(), approval, "alice", None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::ApprovalExpired(id) if id == approval),
+        "{err:?}"
+    );
+    assert_eq!(
+        engine.effect(&org(), effect).await.unwrap().state,
+        EffectState::Expired
+    );
+    let (effect2, approval2) = held(&engine).await;
+    assert_ne!((effect, approval), (effect2, approval2));
+}
+
+#[tokio::test]
+async fn expiry_sweeps_every_overdue_request() {
+    let (engine, clock) = engine().await;
+    held(&engine).await;
+    assert_eq!(engine.expire_approvals(&org()).await.unwrap(), 0);
+    clock.advance(engine.config().approval_timeout);
+    assert_eq!(engine.expire_approvals(&org()).await.unwrap(), 1);
+    assert!(
+        engine
+            .approvals(&org(), Some(ApprovalState::Pending))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn hold_mode_wakes_when_a_person_decides() {
+    let (engine, _) = engine().await;
+    let (_, approval) = held(&engine).await;
+    let waiter = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .wait_for_decision(&org(), approval, Duration::from_secs(10))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    engine
+        .approve(&org(), approval, "alice", Some("fine".into()))
+        .await
+        .unwrap();
+    let decided = waiter.await.unwrap().unwrap();
+    assert_eq!(decided.state, ApprovalState::Approved);
+}
+
+#[tokio::test]
+async fn hold_mode_gives_up_after_its_timeout() {
+    let (engine, _) = engine().await;
+    let (_, approval) = held(&engine).await;
+    let err = engine
+        .wait_for_decision(&org(), approval, Duration::from_millis(30))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::ApprovalWaitTimedOut(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_policy_can_require_approval_for_a_compensable_tool() {
+    let (engine, _) = engine().await;
+    let mut call = transfer("s1", 1_000_000);
+    call.policy.requires_approval = true;
+    assert!(matches!(
+        engine.intercept(call).await.unwrap(),
+        Intercept::AwaitingApproval { .. }
+    ));
+}

@@ -1,0 +1,130 @@
+//! Identical calls at once: exactly one runs; the others wait and get its result (or its error).
+
+use std::time::Duration;
+
+use serde_json::json;
+use undolog_engine::{Error, Intercept};
+
+use crate::*;
+
+const CALLERS: usize = 64;
+
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Executed,
+    Replayed(serde_json::Value),
+    Failed(String),
+}
+
+async fn race(engine: &Engine, tool_fails: bool) -> Vec<Seen> {
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(CALLERS));
+    let tasks: Vec<_> = (0..CALLERS)
+        .map(|_| {
+            let (engine, barrier) = (engine.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                match engine.intercept(transfer("s1", 10)).await {
+                    Ok(Intercept::Execute { effect_id, .. }) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await; // the tool runs
+                        if tool_fails {
+                            engine
+                                .fail(&org(), effect_id, "insufficient funds")
+                                .await
+                                .unwrap();
+                        } else {
+                            engine
+                                .commit(&org(), effect_id, json!({"txn": 1}))
+                                .await
+                                .unwrap();
+                        }
+                        Seen::Executed
+                    }
+                    Ok(Intercept::Replay { result, .. }) => Seen::Replayed(result),
+                    Err(Error::CallFailed { error, .. }) => Seen::Failed(error),
+                    other => panic!("unexpected {other:?}"),
+                }
+            })
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for t in tasks {
+        seen.push(t.await.unwrap());
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_identical_calls_run_once_and_the_rest_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(&dir).await;
+    let seen = race(&engine, false).await;
+    assert_eq!(seen.iter().filter(|s| **s == Seen::Executed).count(), 1);
+    assert_eq!(
+        seen.iter()
+            .filter(|s| **s == Seen::Replayed(json!({"txn": 1})))
+            .count(),
+        CALLERS - 1
+    );
+    assert_eq!(
+        engine
+            .session_effects(&org(), &session("s1"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn when_the_one_running_call_fails_the_waiters_get_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(&dir).await;
+    let seen = race(&engine, true).await;
+    assert_eq!(seen.iter().filter(|s| **s == Seen::Executed).count(), 1);
+    let failed = seen
+        .iter()
+        .filter(|s| **s == Seen::Failed("insufficient funds".into()))
+        .count();
+    assert_eq!(failed, CALLERS - 1);
+}
+
+#[tokio::test]
+async fn a_waiter_gives_up_with_a_clear_error_when_the_call_runs_too_long() {
+    let store = undolog_store::SqliteStore::in_memory().await.unwrap();
+    let config = undolog_engine::EngineConfig {
+        wait_timeout: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let engine = Engine::new(std::sync::Arc::new(store), config);
+    let running = must_execute(&engine, transfer("s1", 10)).await;
+    let err = engine.intercept(transfer("s1", 10)).await.unwrap_err();
+    assert!(
+        matches!(err, Error::StillRunning(id) if id == running),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("retry later"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_idempotency_key_in_flight_waits_for_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(&dir).await;
+    let first = must_execute(&engine, transfer("s1", 10).with_idempotency_key("k")).await;
+    let second = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .intercept(transfer("s1", 10).with_idempotency_key("k"))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    engine.commit(&org(), first, json!("done")).await.unwrap();
+    assert_eq!(
+        second.await.unwrap().unwrap(),
+        Intercept::Replay {
+            effect_id: first,
+            result: json!("done")
+        }
+    );
+}

@@ -1,0 +1,96 @@
+//! An effect whose executor vanished is in doubt: never silently run again, shown, resolvable.
+
+use serde_json::json;
+use undolog_engine::{Error, Intercept, Rejection, Resolution};
+use undolog_types::EffectState;
+
+use crate::*;
+
+#[tokio::test]
+async fn a_pending_effect_past_its_lease_is_in_doubt_and_not_run_again() {
+    let (engine, clock) = engine().await;
+    let id = must_execute(&engine, transfer("s1", 10)).await;
+    assert!(
+        engine.in_doubt(&org()).await.unwrap().is_empty(),
+        "the lease is live"
+    );
+
+    clock.advance(engine.config().lease + std::time::Duration::from_secs(1)); // the executor died
+    let doubtful = engine.in_doubt(&org()).await.unwrap();
+    assert_eq!(doubtful.iter().map(|e| e.id).collect::<Vec<_>>(), vec![id]);
+    let retry = engine.intercept(transfer("s1", 10)).await.unwrap();
+    assert_eq!(
+        retry,
+        Intercept::Rejected {
+            effect_id: Some(id),
+            reason: Rejection::InDoubt
+        }
+    );
+    assert!(
+        Rejection::InDoubt
+            .message()
+            .contains("operator must resolve")
+    );
+
+    engine
+        .resolve_in_doubt(
+            &org(),
+            id,
+            Resolution::Committed(json!({"found": "in the bank's log"})),
+        )
+        .await
+        .unwrap();
+    assert!(engine.in_doubt(&org()).await.unwrap().is_empty());
+    assert!(matches!(
+        engine.intercept(transfer("s1", 10)).await.unwrap(),
+        Intercept::Replay { .. }
+    ));
+}
+
+#[tokio::test]
+async fn an_idempotent_tool_in_doubt_simply_runs_again() {
+    let (engine, clock) = engine().await;
+    let mut call = transfer("s1", 10);
+    call.policy.idempotent = true;
+    let id = must_execute(&engine, call.clone()).await;
+    clock.advance(engine.config().lease);
+    assert_eq!(
+        must_execute(&engine, call).await,
+        id,
+        "same effect, new lease"
+    );
+}
+
+#[tokio::test]
+async fn only_in_doubt_effects_can_be_resolved_by_hand() {
+    let (engine, clock) = engine().await;
+    let id = must_execute(&engine, transfer("s1", 10)).await;
+    let err = engine
+        .resolve_in_doubt(&org(), id, Resolution::Failed("no".into()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotInDoubt(_)), "{err:?}");
+    clock.advance(engine.config().lease);
+    engine
+        .resolve_in_doubt(
+            &org(),
+            id,
+            Resolution::Failed("not in the bank's log".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        engine.effect(&org(), id).await.unwrap().state,
+        EffectState::Failed
+    );
+}
+
+#[tokio::test]
+async fn renewing_the_lease_keeps_a_long_call_out_of_doubt() {
+    let (engine, clock) = engine().await;
+    let id = must_execute(&engine, transfer("s1", 10)).await;
+    clock.advance(engine.config().lease / 2);
+    engine.renew_lease(&org(), id).await.unwrap();
+    clock.advance(engine.config().lease / 2 + std::time::Duration::from_secs(1));
+    assert!(engine.in_doubt(&org()).await.unwrap().is_empty());
+}

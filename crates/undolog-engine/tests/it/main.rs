@@ -1,0 +1,107 @@
+//! The engine against a real SQLite store: each module reads like one feature.
+
+mod approvals;
+mod bad_input;
+mod concurrency;
+mod in_doubt;
+mod properties;
+mod replay;
+mod snapshots;
+mod undo;
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::{Value, json};
+use undolog_engine::{Call, Engine, EngineConfig, Intercept, ManualClock, ToolPolicy};
+use undolog_store::{Compensation, SqliteOptions, SqliteStore};
+use undolog_types::{Args, EffectId, OrgId, SessionId, Tier, Timestamp};
+
+/// An engine over a fresh in-memory store, with a clock the test moves.
+pub async fn engine() -> (Engine, ManualClock) {
+    let clock = ManualClock::starting_at(Timestamp(1_700_000_000_000));
+    let store = SqliteStore::in_memory().await.unwrap();
+    let config = EngineConfig {
+        compensation_backoff: Duration::from_millis(1),
+        ..EngineConfig::default()
+    };
+    (
+        Engine::with_clock(Arc::new(store), config, Arc::new(clock.clone())),
+        clock,
+    )
+}
+
+/// An engine over a fresh SQLite file with its full connection pool, on the system clock.
+pub async fn file_engine(dir: &tempfile::TempDir) -> Engine {
+    let store = SqliteStore::open(SqliteOptions::file(dir.path().join("log.db")))
+        .await
+        .unwrap();
+    let config = EngineConfig {
+        poll_interval: Duration::from_millis(20),
+        ..EngineConfig::default()
+    };
+    Engine::new(Arc::new(store), config)
+}
+
+pub fn org() -> OrgId {
+    OrgId::new("acme").unwrap()
+}
+
+pub fn session(name: &str) -> SessionId {
+    SessionId::new(name).unwrap()
+}
+
+pub fn args(value: Value) -> Args {
+    Args::try_from(value).unwrap()
+}
+
+pub fn transfer_policy() -> ToolPolicy {
+    ToolPolicy::new(Tier::Compensable).with_compensation(Compensation {
+        tool: "transfer".into(),
+        args: json!({"from": "{{args.to}}", "to": "{{args.from}}", "amount": "{{args.amount}}"}),
+    })
+}
+
+pub fn transfer(session_name: &str, amount: i64) -> Call {
+    Call::new(
+        org(),
+        session(session_name),
+        "transfer",
+        args(json!({"from": "alice", "to": "bob", "amount": amount})),
+        transfer_policy(),
+    )
+}
+
+pub fn get_balance(session_name: &str) -> Call {
+    Call::new(
+        org(),
+        session(session_name),
+        "get_balance",
+        args(json!({"account": "alice"})),
+        ToolPolicy::new(Tier::ReadOnly),
+    )
+}
+
+pub fn send_email(session_name: &str) -> Call {
+    Call::new(
+        org(),
+        session(session_name),
+        "send_email",
+        args(json!({"to": "ceo@example.com", "body": "hi"})),
+        ToolPolicy::new(Tier::Irreversible),
+    )
+}
+
+/// Intercepts a call that must execute, and returns its effect id.
+pub async fn must_execute(engine: &Engine, call: Call) -> EffectId {
+    match engine.intercept(call).await.unwrap() {
+        Intercept::Execute { effect_id, .. } => effect_id,
+        other => panic!("expected execute, got {other:?}"),
+    }
+}
+
+/// Intercepts, executes and commits a call; returns its effect id.
+pub async fn run(engine: &Engine, call: Call, result: Value) -> EffectId {
+    let id = must_execute(engine, call).await;
+    engine.commit(&org(), id, result).await.unwrap();
+    id
+}

@@ -1,0 +1,180 @@
+//! Undo as a saga: reverse order of completion, each step recorded, failures kept for a person.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde_json::json;
+use undolog_engine::{Compensated, Compensator, Error, StepOutcome};
+use undolog_store::Effect;
+use undolog_types::{EffectId, EffectState, SessionState};
+
+use crate::*;
+
+/// Records what it was asked to undo; fails the first `failures` times for one effect.
+#[derive(Default)]
+struct Ledger {
+    undone: Mutex<Vec<EffectId>>,
+    failing: Mutex<Option<(EffectId, u32)>>,
+}
+
+#[async_trait]
+impl Compensator for Ledger {
+    async fn compensate(&self, effect: &Effect) -> Result<Compensated, String> {
+        if let Some((id, left)) = self.failing.lock().unwrap().as_mut()
+            && *id == effect.id
+            && *left > 0
+        {
+            *left -= 1;
+            return Err("bank is down".into());
+        }
+        self.undone.lock().unwrap().push(effect.id);
+        Ok(Compensated::Done {
+            result: json!({"reversed": effect.args.as_map()["amount"]}),
+        })
+    }
+}
+
+#[tokio::test]
+async fn undo_runs_compensations_in_reverse_order_of_completion() {
+    let (engine, _) = engine().await;
+    // Intercepted 1, 2, 3 but completed 2, 1, 3.
+    let one = must_execute(&engine, transfer("s1", 1)).await;
+    let two = must_execute(&engine, transfer("s1", 2)).await;
+    engine.commit(&org(), two, json!("ok")).await.unwrap();
+    engine.commit(&org(), one, json!("ok")).await.unwrap();
+    let three = run(&engine, transfer("s1", 3), json!("ok")).await;
+    run(&engine, get_balance("s1"), json!(5)).await; // nothing to undo
+
+    let ledger = Ledger::default();
+    let report = engine.undo(&org(), &session("s1"), &ledger).await.unwrap();
+    assert_eq!(*ledger.undone.lock().unwrap(), vec![three, one, two]);
+    assert_eq!(report.state, SessionState::Compensated);
+    assert_eq!(
+        report.steps.iter().map(|s| s.effect_id).collect::<Vec<_>>(),
+        vec![three, one, two]
+    );
+    for id in [one, two, three] {
+        assert_eq!(
+            engine.effect(&org(), id).await.unwrap().state,
+            EffectState::Compensated
+        );
+    }
+    let sessions = engine.sessions(&org()).await.unwrap();
+    assert_eq!(sessions[0].state, SessionState::Compensated);
+}
+
+#[tokio::test]
+async fn a_compensation_that_keeps_failing_stops_the_undo_for_a_person() {
+    let (engine, _) = engine().await;
+    let one = run(&engine, transfer("s1", 1), json!("ok")).await;
+    let two = run(&engine, transfer("s1", 2), json!("ok")).await;
+    let three = run(&engine, transfer("s1", 3), json!("ok")).await;
+    let ledger = Ledger {
+        failing: Mutex::new(Some((two, 100))),
+        ..Ledger::default()
+    };
+
+    let report = engine.undo(&org(), &session("s1"), &ledger).await.unwrap();
+    assert_eq!(report.state, SessionState::CompensationFailed);
+    assert_eq!(
+        *ledger.undone.lock().unwrap(),
+        vec![three],
+        "nothing after the failing step ran"
+    );
+    let failed = report.steps.last().unwrap();
+    assert_eq!(
+        (failed.effect_id, failed.attempts),
+        (two, engine.config().compensation_attempts)
+    );
+    assert!(matches!(&failed.outcome, StepOutcome::Failed { error } if error == "bank is down"));
+    let effect = engine.effect(&org(), two).await.unwrap();
+    assert_eq!(effect.state, EffectState::CompensationFailed);
+    assert!(effect.error.unwrap().contains("bank is down"));
+    assert_eq!(
+        engine.effect(&org(), one).await.unwrap().state,
+        EffectState::Committed
+    );
+    let s = &engine.sessions(&org()).await.unwrap()[0];
+    assert_eq!(
+        (s.state, s.failed_effect),
+        (SessionState::CompensationFailed, Some(two))
+    );
+
+    // Once the bank is back, undo again finishes the job without redoing step three.
+    *ledger.failing.lock().unwrap() = None;
+    let report = engine.undo(&org(), &session("s1"), &ledger).await.unwrap();
+    assert_eq!(report.state, SessionState::Compensated);
+    assert_eq!(*ledger.undone.lock().unwrap(), vec![three, two, one]);
+}
+
+#[tokio::test]
+async fn a_flaky_compensation_is_retried() {
+    let (engine, _) = engine().await;
+    let one = run(&engine, transfer("s1", 1), json!("ok")).await;
+    let ledger = Ledger {
+        failing: Mutex::new(Some((one, 2))),
+        ..Ledger::default()
+    };
+    let report = engine.undo(&org(), &session("s1"), &ledger).await.unwrap();
+    assert_eq!(report.state, SessionState::Compensated);
+    assert_eq!(report.steps[0].attempts, 3);
+}
+
+#[tokio::test]
+async fn irreversible_effects_are_reported_as_not_undoable() {
+    let (engine, _) = engine().await;
+    let approval = match engine.intercept(send_email("s1")).await.unwrap() {
+        undolog_engine::Intercept::AwaitingApproval { approval_id, .. } => approval_id,
+        other => panic!("{other:?}"),
+    };
+    engine
+        .approve(&org(), approval, "alice", None)
+        .await
+        .unwrap();
+    let email = run(&engine, send_email("s1"), json!("sent")).await;
+    let report = engine
+        .undo(&org(), &session("s1"), &Ledger::default())
+        .await
+        .unwrap();
+    assert_eq!(report.not_undoable, vec![email]);
+    assert_eq!(report.state, SessionState::Compensated);
+}
+
+#[tokio::test]
+async fn a_session_with_calls_in_flight_cannot_be_undone_yet() {
+    let (engine, _) = engine().await;
+    let running = must_execute(&engine, transfer("s1", 1)).await;
+    let err = engine
+        .undo(&org(), &session("s1"), &Ledger::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::SessionBusy { effects, .. } if effects == &vec![running]),
+        "{err:?}"
+    );
+    assert_eq!(
+        engine.sessions(&org()).await.unwrap()[0].state,
+        SessionState::Active,
+        "nothing changed"
+    );
+}
+
+#[tokio::test]
+async fn undoing_twice_or_an_unknown_session_says_why() {
+    let (engine, _) = engine().await;
+    run(&engine, transfer("s1", 1), json!("ok")).await;
+    engine
+        .undo(&org(), &session("s1"), &Ledger::default())
+        .await
+        .unwrap();
+    let err = engine
+        .undo(&org(), &session("s1"), &Ledger::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NothingToUndo { .. }), "{err:?}");
+    let err = engine
+        .undo(&org(), &session("nope"), &Ledger::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownSession(_)), "{err:?}");
+}
