@@ -1,1 +1,36 @@
-fn main() {}
+//! The `undolog` command. Thin: parses flags and hands each command to its module.
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "undolog",
+    version,
+    about = "A durable effect log, replay, approvals and undo for AI agents' tool calls"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Walk through the engine on the embedded store and print what happens.
+    Demo(commands::demo::Args),
+    /// Print the signature of a call (how other languages check parity).
+    Signature(commands::signature::Args),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("UNDOLOG_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Demo(args) => commands::demo::run(args).await,
+        Command::Signature(args) => commands::signature::run(&args),
+    }
+}

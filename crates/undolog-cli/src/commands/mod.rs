@@ -1,0 +1,2 @@
+pub(crate) mod demo;
+pub(crate) mod signature;
