@@ -2,12 +2,14 @@
 
 The expected canonical texts come from the `rfc8785` package and the signatures from the `blake3`
 package, not from UndoLog's own code, so the Rust and Python tests that read the file check
-UndoLog against a third party. Run: pip install rfc8785 blake3 && python3 testdata/generate_vectors.py
+UndoLog against a third party. Run: pip install rfc8785 blake3 && python3 testdata/generate_vectors.py [OUTPUT]
+(./verify regenerates into a temporary file and checks that nothing changed.)
 """
 
 import decimal
 import json
 import pathlib
+import sys
 
 import blake3
 import rfc8785
@@ -145,7 +147,8 @@ def main():
         "rejected": [{"name": n, "input": t} for n, t in REJECTED],
         "signatures": [signature_case(*case) for case in SIGNATURES],
     }
-    out = pathlib.Path(__file__).with_name("signature-vectors.json")
+    default = pathlib.Path(__file__).with_name("signature-vectors.json")
+    out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else default
     out.write_text(json.dumps(vectors, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {out}: {len(CANONICAL)} canonical, {len(REJECTED)} rejected, {len(SIGNATURES)} signatures")
 
