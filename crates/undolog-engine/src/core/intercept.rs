@@ -159,14 +159,7 @@ fn decide_on_existing(
         EffectState::Approved => {
             let mut effect = existing.clone();
             effect.state = effect.state.transition(EffectState::Pending)?;
-            effect.lease = Some(view.lease.clone());
-            effect.updated_at = view.now;
-            let intercept = Intercept::Execute {
-                effect_id: effect.id,
-                lease_expires_at: view.lease.expires_at,
-            };
-            writes.push(Write::UpdateEffect(effect));
-            answer(intercept, writes)
+            execute_under_lease(effect, view, writes)
         }
         EffectState::Denied => {
             let reason = Rejection::Denied {
@@ -193,15 +186,7 @@ fn decide_on_existing(
             }
             if call.policy.idempotent {
                 // Running it again is harmless: take over the effect under a new lease.
-                let mut effect = existing.clone();
-                effect.lease = Some(view.lease.clone());
-                effect.updated_at = view.now;
-                let intercept = Intercept::Execute {
-                    effect_id: effect.id,
-                    lease_expires_at: view.lease.expires_at,
-                };
-                writes.push(Write::UpdateEffect(effect));
-                return answer(intercept, writes);
+                return execute_under_lease(existing.clone(), view, writes);
             }
             let reason = Rejection::InDoubt;
             answer(
@@ -232,6 +217,22 @@ fn decide_on_existing(
             )
         }
     }
+}
+
+/// Hands an existing effect to this executor: it runs the tool under a fresh lease.
+fn execute_under_lease(
+    mut effect: Effect,
+    view: &InterceptView,
+    writes: &mut Vec<Write>,
+) -> Result<Option<Decision>, Error> {
+    effect.lease = Some(view.lease.clone());
+    effect.updated_at = view.now;
+    let intercept = Intercept::Execute {
+        effect_id: effect.id,
+        lease_expires_at: view.lease.expires_at,
+    };
+    writes.push(Write::UpdateEffect(effect));
+    answer(intercept, writes)
 }
 
 fn answer(intercept: Intercept, writes: &mut Vec<Write>) -> Result<Option<Decision>, Error> {
