@@ -85,8 +85,12 @@ impl Engine {
                 session.updated_at = self.now();
                 self.commit_writes(tx, &[Write::PutSession(session)])
                     .await?;
-                return Ok(self.finish(
-                    org,
+                self.published(vec![Event::SessionChanged {
+                    org: org.clone(),
+                    session: id.clone(),
+                    state: SessionState::CompensationFailed,
+                }]);
+                return Ok(report(
                     id,
                     SessionState::CompensationFailed,
                     steps,
@@ -96,28 +100,12 @@ impl Engine {
         }
         self.set_session_state(org, id, &[SessionState::Compensated])
             .await?;
-        Ok(self.finish(org, id, SessionState::Compensated, steps, plan.not_undoable))
-    }
-
-    fn finish(
-        &self,
-        org: &OrgId,
-        id: &SessionId,
-        state: SessionState,
-        steps: Vec<UndoStep>,
-        not_undoable: Vec<EffectId>,
-    ) -> UndoReport {
-        self.published(vec![Event::SessionChanged {
-            org: org.clone(),
-            session: id.clone(),
-            state,
-        }]);
-        UndoReport {
-            session: id.clone(),
-            state,
+        Ok(report(
+            id,
+            SessionState::Compensated,
             steps,
-            not_undoable,
-        }
+            plan.not_undoable,
+        ))
     }
 
     /// Checks the session can be undone, moves it to `compensating`, and plans the steps.
@@ -245,5 +233,19 @@ impl Engine {
             attempts,
             outcome,
         })
+    }
+}
+
+fn report(
+    id: &SessionId,
+    state: SessionState,
+    steps: Vec<UndoStep>,
+    not_undoable: Vec<EffectId>,
+) -> UndoReport {
+    UndoReport {
+        session: id.clone(),
+        state,
+        steps,
+        not_undoable,
     }
 }

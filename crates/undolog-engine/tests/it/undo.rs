@@ -178,3 +178,24 @@ async fn undoing_twice_or_an_unknown_session_says_why() {
         .unwrap_err();
     assert!(matches!(err, Error::UnknownSession(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn an_undo_announces_each_session_change_once() {
+    let (engine, _) = engine().await;
+    run(&engine, transfer("s1", 1), json!("ok")).await;
+    let mut events = engine.subscribe();
+    engine
+        .undo(&org(), &session("s1"), &Ledger::default())
+        .await
+        .unwrap();
+    let mut states = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let undolog_engine::Event::SessionChanged { state, .. } = event {
+            states.push(state);
+        }
+    }
+    assert_eq!(
+        states,
+        vec![SessionState::Compensating, SessionState::Compensated]
+    );
+}

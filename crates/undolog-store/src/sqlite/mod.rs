@@ -116,11 +116,6 @@ impl SqliteStore {
     pub async fn schema_version(&self) -> Result<i64> {
         migrate::current_version(&self.pool).await
     }
-
-    /// The file the embedded store uses when the user names none.
-    pub fn default_path() -> PathBuf {
-        PathBuf::from("undolog.db")
-    }
 }
 
 #[async_trait]
