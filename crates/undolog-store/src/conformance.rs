@@ -15,7 +15,7 @@ use undolog_types::{
     SessionState, Tier, Timestamp,
 };
 
-use crate::{Approval, Compensation, Effect, Error, Lease, Session, Snapshot, Store};
+use crate::{ApiKey, Approval, Compensation, Effect, Error, Lease, Session, Snapshot, Store};
 
 /// Generates one `#[tokio::test]` per conformance case, each on a fresh store from `$fresh`.
 #[macro_export]
@@ -27,7 +27,8 @@ macro_rules! store_conformance_tests {
             latest_effect_by_key_is_the_newest, session_effects_come_in_order,
             expired_leases_are_only_pending_effects_past_their_lease, approvals_round_trip_and_filter,
             undo_stack_keeps_completion_order, snapshots_round_trip, dropped_transaction_rolls_back,
-            orgs_see_only_their_own_rows, same_lock_key_serializes_transactions);
+            orgs_see_only_their_own_rows, same_lock_key_serializes_transactions,
+            api_keys_are_found_by_hash_only);
     };
     (@cases $fresh:path; $($case:ident),+) => {
         $(
@@ -419,4 +420,27 @@ pub async fn same_lock_key_serializes_transactions(store: Arc<dyn Store>) {
         16,
         "no update was lost"
     );
+}
+
+pub async fn api_keys_are_found_by_hash_only(store: Arc<dyn Store>) {
+    assert!(!store.has_api_keys().await.unwrap());
+    let key = ApiKey {
+        id: "key_1".into(),
+        org: org("acme"),
+        hash: "ab".repeat(32),
+        label: Some("ci".into()),
+        created_at: Timestamp(7),
+    };
+    store.insert_api_key(&key).await.unwrap();
+    assert!(store.has_api_keys().await.unwrap());
+    assert_eq!(store.api_key_by_hash(&key.hash).await.unwrap(), Some(key.clone()));
+    assert_eq!(store.api_key_by_hash(&"cd".repeat(32)).await.unwrap(), None);
+    let same_hash = ApiKey {
+        id: "key_2".into(),
+        ..key.clone()
+    };
+    assert!(matches!(
+        store.insert_api_key(&same_hash).await,
+        Err(Error::AlreadyExists(_))
+    ));
 }

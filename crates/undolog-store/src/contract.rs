@@ -8,7 +8,7 @@ use undolog_types::{
     ApprovalId, ApprovalState, EffectId, LockKey, OrgId, SessionId, Signature, Timestamp,
 };
 
-use crate::{Approval, Effect, Result, Session, Snapshot};
+use crate::{ApiKey, Approval, Effect, Result, Session, Snapshot};
 
 /// A durable effect log.
 #[async_trait]
@@ -18,6 +18,14 @@ pub trait Store: Send + Sync + Debug {
 
     /// A short name for logs and errors, such as `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
+
+    /// Stores a new API key. Fails with [`crate::Error::AlreadyExists`] when its id or hash is taken.
+    async fn insert_api_key(&self, key: &ApiKey) -> Result<()>;
+    /// The key whose secret hashes to `hash`, of any org: credentials are checked before the org
+    /// is known.
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKey>>;
+    /// Whether any org has a key; with none, the gateway serves only loopback clients.
+    async fn has_api_keys(&self) -> Result<bool>;
 }
 
 /// One transaction over one org's rows. Dropped without [`Tx::commit`], it rolls back.

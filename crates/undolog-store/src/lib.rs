@@ -17,7 +17,7 @@ mod sqlite;
 pub use contract::{Store, Tx};
 pub use error::Error;
 pub use open::{StoreUrl, open};
-pub use records::{Approval, Compensation, Effect, Lease, Session, Snapshot};
+pub use records::{ApiKey, Approval, Compensation, Effect, Lease, Session, Snapshot};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -85,3 +85,15 @@ pub struct Snapshot {
     pub taken_at: Timestamp,
     pub body: Value,
 }
+
+/// A credential that names an org. Only the hash of the secret is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKey {
+    /// A short public id, safe to print and to list.
+    pub id: String,
+    pub org: OrgId,
+    /// Lowercase hex BLAKE3 of the secret.
+    pub hash: String,
+    pub label: Option<String>,
+    pub created_at: Timestamp,
+}

@@ -5,7 +5,10 @@ use sqlx::{Row, SqlitePool};
 use crate::{Error, Result};
 
 /// Every migration this binary knows, by version.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("0001_init.sql")),
+    (2, include_str!("0002_api_keys.sql")),
+];
 
 pub(super) async fn apply(pool: &SqlitePool) -> Result<()> {
     sqlx::query(

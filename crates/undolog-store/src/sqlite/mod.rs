@@ -4,6 +4,7 @@
 //! transactions never interleave, so [`crate::Tx::lock`] needs no lock of its own, and a
 //! read-then-write transaction can never fail on a stale snapshot.
 
+mod keys;
 mod migrate;
 mod rows;
 mod tx;
@@ -16,7 +17,7 @@ use sqlx::sqlite::{
 };
 use undolog_types::OrgId;
 
-use crate::{Error, Result, Store, Tx};
+use crate::{ApiKey, Error, Result, Store, Tx};
 
 /// When SQLite syncs the write-ahead log to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -127,5 +128,17 @@ impl Store for SqliteStore {
 
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    async fn insert_api_key(&self, key: &ApiKey) -> Result<()> {
+        keys::insert(&self.pool, key).await
+    }
+
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKey>> {
+        keys::by_hash(&self.pool, hash).await
+    }
+
+    async fn has_api_keys(&self) -> Result<bool> {
+        keys::any(&self.pool).await
     }
 }

@@ -18,7 +18,7 @@ pub(super) const EFFECT_COLUMNS: &str = "id, org, session, seq, tool, args, step
 pub(super) const APPROVAL_COLUMNS: &str = "id, org, session, effect_id, signature, state, \
     requested_at, expires_at, decided_by, decided_at, reason";
 
-fn parsed<T: FromStr>(row: &SqliteRow, column: &str) -> Result<T>
+pub(super) fn parsed<T: FromStr>(row: &SqliteRow, column: &str) -> Result<T>
 where
     T::Err: std::fmt::Display,
 {

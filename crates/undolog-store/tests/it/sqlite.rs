@@ -25,7 +25,7 @@ async fn a_file_store_keeps_committed_rows_across_reopen() {
         tx.commit().await.unwrap();
     }
     let store = SqliteStore::open(SqliteOptions::file(&path)).await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 1);
+    assert_eq!(store.schema_version().await.unwrap(), 2);
     let mut tx = store.begin(&org).await.unwrap();
     let s = tx
         .session(&SessionId::new("s1").unwrap())
