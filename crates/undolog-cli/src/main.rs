@@ -17,6 +17,13 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the gateway: MCP at /mcp, REST, admin API and events (the demo bank with no config).
+    Serve(commands::serve::ServeArgs),
+    /// Run the gateway for one MCP client on stdin/stdout (for desktop clients).
+    Stdio(commands::serve::Source),
+    /// Manage API keys.
+    #[command(subcommand)]
+    Keys(commands::keys::KeysCommand),
     /// Walk through the engine on the embedded store and print what happens.
     Demo(commands::demo::Args),
     /// Print the signature of a call (how other languages check parity).
@@ -30,6 +37,9 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
+        Command::Serve(args) => commands::serve::serve(args).await,
+        Command::Stdio(source) => commands::serve::stdio(source).await,
+        Command::Keys(command) => commands::keys::run(command).await,
         Command::Demo(args) => commands::demo::run(args).await,
         Command::Signature(args) => commands::signature::run(&args),
     }

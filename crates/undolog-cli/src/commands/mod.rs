@@ -1,2 +1,4 @@
 pub(crate) mod demo;
+pub(crate) mod keys;
+pub(crate) mod serve;
 pub(crate) mod signature;

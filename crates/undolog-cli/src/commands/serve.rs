@@ -1,0 +1,69 @@
+//! `undolog serve` and `undolog stdio`: the gateway over HTTP, or for one client on stdin/stdout.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use undolog_gateway::{ConfigSource, Gateway, GatewayConfig, Principal};
+
+/// Where the configuration comes from; flags win over `UNDOLOG_*` and the file.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Source {
+    /// A TOML configuration file (see docs/CONFIGURATION.md).
+    #[arg(long, env = "UNDOLOG_CONFIG")]
+    config: Option<PathBuf>,
+    /// The store: sqlite://PATH (the default is sqlite://undolog.db).
+    #[arg(long)]
+    store: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    source: Source,
+    /// The address to listen on (default 127.0.0.1:8080).
+    #[arg(long)]
+    listen: Option<String>,
+}
+
+impl Source {
+    pub(crate) fn load(&self, listen: Option<String>) -> anyhow::Result<GatewayConfig> {
+        Ok(GatewayConfig::load(&ConfigSource {
+            file: self.config.clone(),
+            listen,
+            store: self.store.clone(),
+        })?)
+    }
+}
+
+pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.source.load(args.listen)?;
+    let listen = config.listen;
+    let gateway = Gateway::build(config).await?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}; is another program using it?"))?;
+    eprintln!("undolog: MCP at http://{listen}/mcp — admin API at http://{listen}/v1, events at /events");
+    undolog_gateway::serve_http(gateway, listener, shutdown_signal()).await?;
+    Ok(())
+}
+
+pub(crate) async fn stdio(source: Source) -> anyhow::Result<()> {
+    let config = source.load(None)?;
+    let gateway = Gateway::build(config).await?;
+    undolog_gateway::serve_stdio(gateway, Principal::open()).await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => drop(s.recv().await),
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! { () = ctrl_c => {}, () = terminate => {} }
+    eprintln!("undolog: shutting down");
+}

@@ -1,0 +1,125 @@
+//! The gateway as a component: [`Gateway::build`] from a configuration, then [`serve_http`] on a
+//! listener the caller bound (tests bind port 0), or [`serve_stdio`] on stdin/stdout.
+
+use std::{future::Future, sync::Arc};
+
+use axum::serve::ListenerExt;
+use rmcp::ServiceExt;
+use tokio::net::TcpListener;
+use undolog_engine::{Engine, EngineConfig};
+use undolog_store::Store;
+
+use crate::{
+    Error, GatewayConfig, Principal, http,
+    mcp::McpFront,
+    upstream::Upstreams,
+};
+
+/// The running gateway's shared state. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Gateway {
+    pub(crate) config: GatewayConfig,
+    pub(crate) engine: Engine,
+    pub(crate) upstreams: Upstreams,
+    pub(crate) store: Arc<dyn Store>,
+}
+
+impl Gateway {
+    /// Opens the store the configuration names and connects to the upstreams.
+    pub async fn build(config: GatewayConfig) -> Result<Arc<Gateway>, Error> {
+        let store = undolog_store::open(&config.store)
+            .await
+            .map_err(|e| Error::Startup(e.to_string()))?;
+        Ok(Gateway::with_store(config, store).await)
+    }
+
+    /// The same, on a store the caller opened.
+    pub async fn with_store(config: GatewayConfig, store: Arc<dyn Store>) -> Arc<Gateway> {
+        let engine_config = EngineConfig {
+            approval_timeout: config.approvals.timeout,
+            // A tool may run as long as the upstream timeout; keep its lease well beyond that.
+            lease: (config.limits.upstream_timeout * 4).max(EngineConfig::default().lease),
+            ..EngineConfig::default()
+        };
+        let engine = Engine::new(store.clone(), engine_config);
+        let upstreams = Upstreams::start(
+            &config.upstreams,
+            &config.prefix_separator,
+            config.limits.upstream_timeout,
+        )
+        .await;
+        Arc::new(Gateway {
+            config,
+            engine,
+            upstreams,
+            store,
+        })
+    }
+
+    pub fn config(&self) -> &GatewayConfig {
+        &self.config
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+}
+
+/// Serves HTTP (MCP at `/mcp`, REST, admin API, events) until `shutdown` completes.
+///
+/// Refuses to start on a non-loopback address while no API key exists: open mode is for one
+/// machine only.
+pub async fn serve_http(
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Startup(format!("cannot read the listening address: {e}")))?;
+    let has_keys = gateway
+        .store
+        .has_api_keys()
+        .await
+        .map_err(|e| Error::Startup(e.to_string()))?;
+    if !addr.ip().is_loopback() && !has_keys {
+        return Err(Error::Startup(format!(
+            "refusing to listen on {addr}: no API keys exist, so anyone who can reach this address \
+             would act as org `default`. Create a key first (`undolog keys create --org NAME`), or \
+             listen on 127.0.0.1"
+        )));
+    }
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let router = http::router(gateway, addr, cancel.clone());
+    tracing::info!(%addr, "undolog gateway listening; MCP at http://{addr}/mcp");
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            cancel.cancel();
+        })
+        .await
+        .map_err(|e| Error::Startup(format!("the HTTP server stopped: {e}")))
+}
+
+/// Serves one MCP client on stdin/stdout (desktop clients spawn `undolog stdio`).
+pub async fn serve_stdio(gateway: Arc<Gateway>, principal: Principal) -> Result<(), Error> {
+    let front = McpFront::stdio(gateway, principal);
+    let running = front
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| Error::Startup(format!("the stdio client did not initialize: {e}")))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| Error::Startup(format!("the stdio session ended abnormally: {e}")))?;
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! Credentials: API keys per org, stored as BLAKE3 hashes, sent as `Authorization: Bearer`.
+//!
+//! With no key in the store the gateway is in open mode: it serves org `default`, and only on a
+//! loopback address (start-up refuses anything else). Once a key exists every request needs one,
+//! and the org always comes from the key — a header may name the org, but only to agree with it.
+
+use std::sync::Arc;
+
+use axum::{
+    extract::{Request, State},
+    http::{HeaderMap, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use rand::RngCore;
+use undolog_store::{ApiKey, Store};
+use undolog_types::{OrgId, Timestamp};
+
+use crate::{Error, Gateway};
+
+/// The org a request acts for, and the key that proved it (none in open mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub org: OrgId,
+    pub key_id: Option<String>,
+}
+
+impl Principal {
+    /// Open mode's only org.
+    pub fn open() -> Principal {
+        Principal {
+            org: OrgId::new("default").expect("a valid org name"),
+            key_id: None,
+        }
+    }
+
+    /// Who decided, for approvals.
+    pub fn actor(&self) -> String {
+        match &self.key_id {
+            Some(id) => format!("api-key:{id}"),
+            None => "local operator".to_owned(),
+        }
+    }
+}
+
+/// A newly made key: the secret is shown once and never stored.
+#[derive(Debug)]
+pub struct NewKey {
+    pub id: String,
+    pub org: OrgId,
+    pub secret: String,
+}
+
+/// Makes a key for `org` and stores its hash.
+pub async fn create_key(store: &dyn Store, org: OrgId, label: Option<String>) -> Result<NewKey, Error> {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    let id = hex(&bytes[..4]);
+    let secret = format!("ul_{id}_{}", hex(&bytes[4..]));
+    let key = ApiKey {
+        id: id.clone(),
+        org: org.clone(),
+        hash: hash(&secret),
+        label,
+        created_at: Timestamp::now(),
+    };
+    store
+        .insert_api_key(&key)
+        .await
+        .map_err(|e| Error::Startup(format!("cannot store the key: {e}")))?;
+    Ok(NewKey { id, org, secret })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn hash(secret: &str) -> String {
+    blake3::hash(secret.as_bytes()).to_hex().to_string()
+}
+
+impl Gateway {
+    /// Who is calling, from the request's headers.
+    pub(crate) async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Error> {
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .map(|v| {
+                v.to_str()
+                    .ok()
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .map(str::trim)
+                    .ok_or_else(|| {
+                        Error::Unauthorized(
+                            "the Authorization header must be `Bearer <API key>`".into(),
+                        )
+                    })
+            })
+            .transpose()?;
+        let principal = match bearer {
+            Some(secret) => {
+                let key = self
+                    .store
+                    .api_key_by_hash(&hash(secret))
+                    .await
+                    .map_err(|e| Error::Engine(e.into()))?
+                    .ok_or_else(|| {
+                        Error::Unauthorized(
+                            "this API key is not known; create one with `undolog keys create --org NAME`"
+                                .into(),
+                        )
+                    })?;
+                Principal {
+                    org: key.org,
+                    key_id: Some(key.id),
+                }
+            }
+            None if self.open_mode().await? => Principal::open(),
+            None => {
+                return Err(Error::Unauthorized(
+                    "this gateway needs an API key: send `Authorization: Bearer <key>`".into(),
+                ));
+            }
+        };
+        if let Some(named) = headers.get("x-undolog-org-id") {
+            let named = named.to_str().unwrap_or_default();
+            if named != principal.org.as_str() {
+                return Err(Error::Forbidden(format!(
+                    "X-UndoLog-Org-Id says {named:?} but the credentials are for org {:?}; \
+                     drop the header or use a key of that org",
+                    principal.org.as_str()
+                )));
+            }
+        }
+        Ok(principal)
+    }
+
+    /// Open mode: no key exists yet. Checked on each request, so the first key closes it at once.
+    async fn open_mode(&self) -> Result<bool, Error> {
+        Ok(!self
+            .store
+            .has_api_keys()
+            .await
+            .map_err(|e| Error::Engine(e.into()))?)
+    }
+}
+
+/// Axum middleware: puts the caller's [`Principal`] into the request, or answers 401/403.
+pub(crate) async fn require_principal(
+    State(gateway): State<Arc<Gateway>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match gateway.authenticate(request.headers()).await {
+        Ok(principal) => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+        Err(e) => {
+            let mut response = e.into_response();
+            if response.status() == axum::http::StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer realm=\"undolog\""),
+                );
+            }
+            response
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The tool-call path every surface shares (MCP, REST): classify, ask the engine, run the tool
+//! upstream when told to, and record the outcome — in hold mode, waiting for a person first.
+
+use std::time::Duration;
+
+use rmcp::{
+    Peer, RoleServer,
+    model::{CallToolRequestParams, CallToolResponse, ProgressNotificationParam, RequestMetaObject},
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use undolog_engine::{Call, Intercept};
+use undolog_types::{ApprovalId, ApprovalState, Args, EffectId, OrgId, SessionId, Timestamp};
+
+use crate::{Error, Gateway, config::ApprovalMode, policy, results};
+
+/// One tool call as a surface received it.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolCall {
+    pub(crate) org: OrgId,
+    pub(crate) session: SessionId,
+    /// The exposed tool name.
+    pub(crate) tool: String,
+    pub(crate) args: Args,
+    pub(crate) idempotency_key: Option<String>,
+    /// The MCP request's `_meta` (progress token and the like), passed upstream.
+    pub(crate) meta: Option<RequestMetaObject>,
+}
+
+/// Who asked, for relaying progress and server-to-client requests, and for cancellation.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Caller {
+    pub(crate) peer: Option<Peer<RoleServer>>,
+    pub(crate) cancel: CancellationToken,
+    /// Answer "awaiting approval" at once even in hold mode (the REST surface).
+    pub(crate) never_hold: bool,
+}
+
+/// How a call ended, as every surface reports it.
+#[derive(Debug, Clone)]
+pub(crate) enum Outcome {
+    /// The tool ran now; `result` is the upstream's `CallToolResult` as JSON.
+    Executed { effect_id: EffectId, result: Value },
+    /// An identical call ran before; this is its recorded result.
+    Replayed { effect_id: EffectId, result: Value },
+    /// A person must decide first.
+    AwaitingApproval {
+        effect_id: EffectId,
+        approval_id: ApprovalId,
+        expires_at: Timestamp,
+    },
+    /// Refused: denied by a person, a closed session, an in-doubt twin.
+    Rejected {
+        effect_id: Option<EffectId>,
+        message: String,
+    },
+    /// The tool failed, now or (replayed) before. `result` is the upstream's own error result when
+    /// it gave one.
+    Failed {
+        effect_id: EffectId,
+        error: String,
+        result: Option<Value>,
+        replayed: bool,
+    },
+}
+
+impl Gateway {
+    /// Runs one tool call through the engine.
+    pub(crate) async fn call_tool(&self, call: ToolCall, caller: &Caller) -> Result<Outcome, Error> {
+        let route = self
+            .upstreams
+            .tool(&call.tool)
+            .await
+            .ok_or_else(|| Error::UnknownTool(call.tool.clone()))?;
+        let trusted = self.upstreams.connection(route.upstream).config.trust_annotations;
+        let policy = policy::classify(&self.config, &call.tool, &route.item, trusted);
+        let mut engine_call = Call::new(
+            call.org.clone(),
+            call.session.clone(),
+            call.tool.clone(),
+            call.args.clone(),
+            policy,
+        );
+        if let Some(key) = &call.idempotency_key {
+            engine_call = engine_call.with_idempotency_key(key.clone());
+        }
+        let mut waited_for_approval = false;
+        loop {
+            let decision = match self.engine.intercept(engine_call.clone()).await {
+                Err(undolog_engine::Error::CallFailed { effect, error }) => {
+                    return Ok(Outcome::Failed {
+                        effect_id: effect,
+                        error,
+                        result: None,
+                        replayed: true,
+                    });
+                }
+                other => other?,
+            };
+            match decision {
+                Intercept::Execute { effect_id, .. } => {
+                    return self.execute(&call, route.upstream, &route.name, effect_id, caller).await;
+                }
+                Intercept::Replay { effect_id, result } => {
+                    return Ok(Outcome::Replayed { effect_id, result });
+                }
+                Intercept::Rejected { effect_id, reason } => {
+                    return Ok(Outcome::Rejected {
+                        effect_id,
+                        message: reason.message(),
+                    });
+                }
+                Intercept::AwaitingApproval {
+                    effect_id,
+                    approval_id,
+                    expires_at,
+                } => {
+                    let waiting = Outcome::AwaitingApproval {
+                        effect_id,
+                        approval_id,
+                        expires_at,
+                    };
+                    if self.config.approvals.mode == ApprovalMode::Defer
+                        || caller.never_hold
+                        || waited_for_approval
+                    {
+                        return Ok(waiting);
+                    }
+                    waited_for_approval = true;
+                    if !self.hold(&call, approval_id, caller).await? {
+                        return Ok(waiting);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for a person's decision, sending progress if the client asked for it. `true` once
+    /// decided (approved, denied or expired: the next intercept answers), `false` if the hold
+    /// time ran out first.
+    async fn hold(
+        &self,
+        call: &ToolCall,
+        approval_id: ApprovalId,
+        caller: &Caller,
+    ) -> Result<bool, Error> {
+        let deadline = tokio::time::Instant::now() + self.config.approvals.hold;
+        let token = call.meta.as_ref().and_then(RequestMetaObject::get_progress_token);
+        let mut ticks = 0u32;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            let slice = left.min(Duration::from_secs(5));
+            let decided = tokio::select! {
+                decided = self.engine.wait_for_decision(&call.org, approval_id, slice) => decided,
+                () = caller.cancel.cancelled() => return Err(Error::Cancelled),
+            };
+            match decided {
+                Ok(approval) => return Ok(approval.state != ApprovalState::Pending),
+                Err(undolog_engine::Error::ApprovalWaitTimedOut(_)) => {}
+                Err(other) => return Err(other.into()),
+            }
+            ticks += 1;
+            if let (Some(peer), Some(token)) = (&caller.peer, &token) {
+                let mut progress = ProgressNotificationParam::new(token.clone(), f64::from(ticks));
+                progress.message = Some(format!("waiting for a person to decide approval {approval_id}"));
+                if let Err(e) = peer.notify_progress(progress).await {
+                    tracing::debug!(error = %e, "progress not sent");
+                }
+            }
+        }
+    }
+
+    /// Runs the tool upstream for an effect the engine handed out, and records how it went.
+    async fn execute(
+        &self,
+        call: &ToolCall,
+        upstream: usize,
+        upstream_name: &str,
+        effect_id: EffectId,
+        caller: &Caller,
+    ) -> Result<Outcome, Error> {
+        let conn = self.upstreams.connection(upstream);
+        let mut params = CallToolRequestParams::new(upstream_name.to_owned());
+        params.arguments = Some(call.args.as_map().clone());
+        params.meta = call.meta.clone();
+        let _ticket = caller
+            .peer
+            .clone()
+            .map(|peer| conn.relay.register(peer, &mut params.meta));
+        let answer = conn
+            .request(&caller.cancel, |peer| async move { peer.call_tool_once(params).await })
+            .await;
+        let failed = |error: String, result: Option<Value>| Outcome::Failed {
+            effect_id,
+            error,
+            result,
+            replayed: false,
+        };
+        let outcome = match answer {
+            Ok(CallToolResponse::Complete(result)) => {
+                let result = results::stored(&result);
+                match results::tool_error(&result) {
+                    Some(error) => failed(error, Some(result)),
+                    None => Outcome::Executed { effect_id, result },
+                }
+            }
+            Ok(CallToolResponse::InputRequired(_)) => failed(
+                "the upstream asked for input mid-call (an input_required round); the gateway \
+                 does not relay those rounds for recorded tool calls yet"
+                    .into(),
+                None,
+            ),
+            Ok(CallToolResponse::Task(_)) => failed(
+                "the upstream turned the call into a task; the gateway does not record task-based \
+                 tool calls yet"
+                    .into(),
+                None,
+            ),
+            Ok(_) => failed("the upstream answered in a form this gateway does not know".into(), None),
+            Err(e) => failed(e.to_string(), None),
+        };
+        match &outcome {
+            Outcome::Executed { result, .. } => {
+                self.engine
+                    .commit(&call.org, effect_id, result.clone())
+                    .await?;
+            }
+            Outcome::Failed { error, .. } => {
+                self.engine.fail(&call.org, effect_id, error.clone()).await?;
+            }
+            _ => {}
+        }
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,178 @@
+//! Gateway configuration: defaults, then a TOML file, then `UNDOLOG_*` environment variables, then
+//! flags — parsed raw by figment, then validated once into [`GatewayConfig`]. Every error names the
+//! key and says how to fix it.
+
+mod raw;
+mod validate;
+
+use std::{collections::BTreeMap, fmt, net::SocketAddr, path::PathBuf, time::Duration};
+
+use figment::{
+    Figment,
+    providers::{Env, Format, Serialized, Toml},
+};
+use serde::Serialize;
+use undolog_store::{Compensation, StoreUrl};
+use undolog_types::Tier;
+
+pub(crate) use raw::RawConfig;
+
+/// Where the configuration comes from, besides defaults and the environment.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ConfigSource {
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+}
+
+/// The validated configuration the gateway runs with.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    pub listen: SocketAddr,
+    pub store: StoreUrl,
+    pub default_tier: Tier,
+    pub prefix_separator: String,
+    pub approvals: ApprovalSettings,
+    pub limits: Limits,
+    pub upstreams: Vec<UpstreamConfig>,
+    /// Per exposed tool name.
+    pub tools: BTreeMap<String, ToolSettings>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalMode {
+    /// The MCP request stays open (with progress notifications) until the decision.
+    Hold,
+    /// The call answers at once with the approval id; the identical call retried later runs.
+    Defer,
+}
+
+#[derive(Debug, Clone)]
+pub struct ApprovalSettings {
+    pub mode: ApprovalMode,
+    /// How long a request for approval stays open before it expires.
+    pub timeout: Duration,
+    /// How long a held request waits before answering that the decision is still pending.
+    pub hold: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub upstream_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    pub name: String,
+    pub transport: UpstreamTransport,
+    pub prefix: Option<String>,
+    pub trust_annotations: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum UpstreamTransport {
+    /// The demo bank shipped in the binary, served in-process.
+    Demo,
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, Secret)>,
+    },
+}
+
+/// How one tool is classified and undone; unset fields fall back to annotations and defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSettings {
+    pub tier: Option<Tier>,
+    pub requires_approval: Option<bool>,
+    pub idempotent: Option<bool>,
+    pub compensation: Option<Compensation>,
+}
+
+/// A value that never prints: header values may carry tokens.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// A configuration that cannot be used. The message names the key and the fix.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration: {0}")]
+pub struct Error(pub(crate) String);
+
+impl Error {
+    pub(crate) fn key(key: impl fmt::Display, problem: impl fmt::Display) -> Error {
+        Error(format!("`{key}`: {problem}"))
+    }
+}
+
+/// Environment keys the gateway reads; anything else prefixed `UNDOLOG_` belongs to someone else.
+const ENV_KEYS: &[&str] = &[
+    "listen",
+    "store",
+    "default_tier",
+    "prefix_separator",
+    "approvals",
+    "limits",
+];
+
+impl GatewayConfig {
+    /// Loads and validates: defaults, the file, `UNDOLOG_*`, then the flags in `source`.
+    pub fn load(source: &ConfigSource) -> Result<GatewayConfig, Error> {
+        let mut figment = Figment::new();
+        if let Some(file) = &source.file {
+            if !file.is_file() {
+                return Err(Error(format!(
+                    "no configuration file at {}; check the --config path",
+                    file.display()
+                )));
+            }
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        let env = Env::prefixed("UNDOLOG_").split("__").filter(|key| {
+            let top = key.as_str().split('.').next().unwrap_or_default();
+            ENV_KEYS.contains(&top)
+        });
+        let raw: RawConfig = figment
+            .merge(env)
+            .merge(Serialized::defaults(source))
+            .extract()
+            .map_err(|e| Error(figment_message(&e)))?;
+        validate::validate(raw)
+    }
+
+    /// The configuration with nothing set: loopback, `undolog.db`, the demo upstream.
+    pub fn defaults() -> GatewayConfig {
+        validate::validate(RawConfig::default()).expect("the defaults are valid")
+    }
+}
+
+fn figment_message(error: &figment::Error) -> String {
+    let mut out = Vec::new();
+    for e in error.clone() {
+        let key = if e.path.is_empty() {
+            "(top level)".to_owned()
+        } else {
+            e.path.join(".")
+        };
+        let place = e
+            .metadata
+            .as_ref()
+            .map(|m| format!(" (from {})", m.name))
+            .unwrap_or_default();
+        out.push(format!("`{key}`{place}: {}", e.kind));
+    }
+    out.join("; ")
+}

@@ -1,0 +1,82 @@
+//! The configuration as written: TOML file, `UNDOLOG_*` environment and flags, merged by figment.
+//! Nothing here is checked beyond its shape; [`super::GatewayConfig::validate`] does the rest.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    pub(crate) listen: Option<String>,
+    pub(crate) store: Option<String>,
+    /// The tier of a tool that neither the configuration nor trusted annotations classify.
+    pub(crate) default_tier: Option<String>,
+    /// Put between an upstream's prefix and a tool name: `bank__transfer`.
+    pub(crate) prefix_separator: Option<String>,
+    #[serde(default)]
+    pub(crate) approvals: RawApprovals,
+    #[serde(default)]
+    pub(crate) limits: RawLimits,
+    #[serde(default)]
+    pub(crate) upstreams: Vec<RawUpstream>,
+    #[serde(default)]
+    pub(crate) tools: BTreeMap<String, RawTool>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawApprovals {
+    /// `hold` (keep the MCP request open until the decision) or `defer` (answer at once).
+    pub(crate) mode: Option<String>,
+    /// How long a request for approval stays open before it expires.
+    pub(crate) timeout_secs: Option<u64>,
+    /// How long a held MCP request waits for the decision before it answers "still waiting".
+    pub(crate) hold_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimits {
+    pub(crate) max_body_bytes: Option<usize>,
+    pub(crate) upstream_timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUpstream {
+    pub(crate) name: Option<String>,
+    /// `demo`: the bank shipped in the binary.
+    pub(crate) builtin: Option<String>,
+    pub(crate) command: Option<String>,
+    #[serde(default)]
+    pub(crate) args: Vec<String>,
+    #[serde(default)]
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) url: Option<String>,
+    #[serde(default)]
+    pub(crate) headers: BTreeMap<String, String>,
+    /// When set, every tool of this upstream is exposed as `PREFIX<separator>NAME`.
+    pub(crate) prefix: Option<String>,
+    /// Whether this upstream's `readOnlyHint` / `idempotentHint` annotations may classify tools.
+    pub(crate) trust_annotations: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTool {
+    pub(crate) tier: Option<String>,
+    pub(crate) requires_approval: Option<bool>,
+    pub(crate) idempotent: Option<bool>,
+    pub(crate) compensation: Option<RawCompensation>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCompensation {
+    pub(crate) tool: Option<String>,
+    /// A JSON template; `"{{args.x}}"` and `"{{result.y}}"` read the original call.
+    #[serde(default)]
+    pub(crate) args: Option<Value>,
+}

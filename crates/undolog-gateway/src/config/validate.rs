@@ -1,0 +1,282 @@
+//! From [`RawConfig`] to [`GatewayConfig`]: every check, every default, in one pass.
+
+use std::{collections::BTreeMap, collections::BTreeSet, net::SocketAddr, time::Duration};
+
+use serde_json::json;
+use undolog_store::{Compensation, StoreUrl};
+use undolog_types::Tier;
+
+use super::{
+    ApprovalMode, ApprovalSettings, Error, GatewayConfig, Limits, RawConfig, Secret, ToolSettings,
+    UpstreamConfig, UpstreamTransport,
+    raw::{RawCompensation, RawTool, RawUpstream},
+};
+use crate::template::Template;
+
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub(crate) const DEFAULT_STORE: &str = "sqlite://undolog.db";
+
+pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
+    let listen_text = raw.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+    let listen: SocketAddr = listen_text.parse().map_err(|_| {
+        Error::key(
+            "listen",
+            format!("{listen_text:?} is not an address; write IP:PORT, such as 127.0.0.1:8080"),
+        )
+    })?;
+    let store_text = raw.store.as_deref().unwrap_or(DEFAULT_STORE);
+    let store: StoreUrl = store_text
+        .parse()
+        .map_err(|e| Error::key("store", format!("{e}")))?;
+    let default_tier = match &raw.default_tier {
+        None => Tier::Irreversible,
+        Some(text) => tier("default_tier", text)?,
+    };
+    let prefix_separator = raw.prefix_separator.unwrap_or_else(|| "__".to_owned());
+    if prefix_separator.is_empty() {
+        return Err(Error::key(
+            "prefix_separator",
+            "is empty; use a separator such as \"__\"",
+        ));
+    }
+    let approvals = approvals(&raw.approvals)?;
+    let limits = Limits {
+        max_body_bytes: positive("limits.max_body_bytes", raw.limits.max_body_bytes, 4 << 20)?,
+        upstream_timeout: Duration::from_secs(positive(
+            "limits.upstream_timeout_secs",
+            raw.limits.upstream_timeout_secs,
+            30,
+        )?),
+    };
+
+    let raw_upstreams = if raw.upstreams.is_empty() {
+        vec![RawUpstream {
+            name: Some("demo".into()),
+            builtin: Some("demo".into()),
+            ..RawUpstream::default()
+        }]
+    } else {
+        raw.upstreams
+    };
+    let mut upstreams = Vec::with_capacity(raw_upstreams.len());
+    let mut names = BTreeSet::new();
+    for (i, raw) in raw_upstreams.into_iter().enumerate() {
+        let upstream = upstream(i, raw)?;
+        if !names.insert(upstream.name.clone()) {
+            return Err(Error::key(
+                format!("upstreams[{i}].name"),
+                format!("{:?} is used twice; give each upstream its own name", upstream.name),
+            ));
+        }
+        upstreams.push(upstream);
+    }
+
+    let mut tools = BTreeMap::new();
+    if upstreams
+        .iter()
+        .any(|u| matches!(u.transport, UpstreamTransport::Demo))
+    {
+        tools.extend(demo_tools());
+    }
+    for (name, raw) in raw.tools {
+        let settings = tool(&name, raw)?;
+        tools.insert(name, settings);
+    }
+
+    Ok(GatewayConfig {
+        listen,
+        store,
+        default_tier,
+        prefix_separator,
+        approvals,
+        limits,
+        upstreams,
+        tools,
+    })
+}
+
+fn tier(key: &str, text: &str) -> Result<Tier, Error> {
+    text.parse().map_err(|_| {
+        Error::key(
+            key,
+            format!("{text:?} is not a tier; use read_only, compensable or irreversible"),
+        )
+    })
+}
+
+fn positive<T: PartialOrd + Default + Copy>(
+    key: &str,
+    value: Option<T>,
+    default: T,
+) -> Result<T, Error> {
+    match value {
+        None => Ok(default),
+        Some(v) if v > T::default() => Ok(v),
+        Some(_) => Err(Error::key(key, "must be greater than zero")),
+    }
+}
+
+fn approvals(raw: &super::raw::RawApprovals) -> Result<ApprovalSettings, Error> {
+    let mode = match raw.mode.as_deref() {
+        None | Some("hold") => ApprovalMode::Hold,
+        Some("defer") => ApprovalMode::Defer,
+        Some(other) => {
+            return Err(Error::key(
+                "approvals.mode",
+                format!("{other:?} is not a mode; use \"hold\" or \"defer\""),
+            ));
+        }
+    };
+    Ok(ApprovalSettings {
+        mode,
+        timeout: Duration::from_secs(positive(
+            "approvals.timeout_secs",
+            raw.timeout_secs,
+            24 * 60 * 60,
+        )?),
+        hold: Duration::from_secs(positive("approvals.hold_secs", raw.hold_secs, 300)?),
+    })
+}
+
+fn upstream(i: usize, raw: RawUpstream) -> Result<UpstreamConfig, Error> {
+    let key = |field: &str| format!("upstreams[{i}].{field}");
+    let name = raw.name.clone().ok_or_else(|| {
+        Error::key(
+            key("name"),
+            "is missing; name each upstream, such as name = \"bank\"",
+        )
+    })?;
+    if name.is_empty() {
+        return Err(Error::key(key("name"), "is empty; name the upstream"));
+    }
+    let transport = match (&raw.builtin, &raw.command, &raw.url) {
+        (Some(builtin), None, None) => match builtin.as_str() {
+            "demo" => UpstreamTransport::Demo,
+            other => {
+                return Err(Error::key(
+                    key("builtin"),
+                    format!("{other:?} is not a built-in upstream; the only one is \"demo\""),
+                ));
+            }
+        },
+        (None, Some(command), None) => {
+            if command.is_empty() {
+                return Err(Error::key(key("command"), "is empty; give the program to run"));
+            }
+            UpstreamTransport::Stdio {
+                command: command.clone(),
+                args: raw.args,
+                env: raw.env,
+            }
+        }
+        (None, None, Some(url)) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(Error::key(
+                    key("url"),
+                    format!("{url:?} is not an http(s) URL; write http://HOST:PORT/mcp"),
+                ));
+            }
+            for header in raw.headers.keys() {
+                if http::HeaderName::try_from(header.as_str()).is_err() {
+                    return Err(Error::key(
+                        key(&format!("headers.{header}")),
+                        "is not a valid HTTP header name",
+                    ));
+                }
+            }
+            UpstreamTransport::Http {
+                url: url.clone(),
+                headers: raw
+                    .headers
+                    .into_iter()
+                    .map(|(k, v)| (k, Secret(v)))
+                    .collect(),
+            }
+        }
+        _ => {
+            return Err(Error::key(
+                format!("upstreams[{i}]"),
+                "give exactly one of `command` (a stdio server), `url` (Streamable HTTP) or \
+                 `builtin = \"demo\"`",
+            ));
+        }
+    };
+    Ok(UpstreamConfig {
+        name,
+        transport,
+        prefix: raw.prefix,
+        trust_annotations: raw.trust_annotations.unwrap_or(false),
+    })
+}
+
+fn tool(name: &str, raw: RawTool) -> Result<ToolSettings, Error> {
+    let key = |field: &str| format!("tools.{name}.{field}");
+    let tier = raw
+        .tier
+        .as_deref()
+        .map(|t| tier(&key("tier"), t))
+        .transpose()?;
+    let compensation = raw
+        .compensation
+        .map(|c| compensation(&key("compensation"), c))
+        .transpose()?;
+    if compensation.is_some() && tier.is_some_and(|t| t != Tier::Compensable) {
+        return Err(Error::key(
+            key("compensation"),
+            "is set on a tool that is not compensable; set tier = \"compensable\" or drop it",
+        ));
+    }
+    Ok(ToolSettings {
+        tier: tier.or(compensation.as_ref().map(|_| Tier::Compensable)),
+        requires_approval: raw.requires_approval,
+        idempotent: raw.idempotent,
+        compensation,
+    })
+}
+
+fn compensation(key: &str, raw: RawCompensation) -> Result<Compensation, Error> {
+    let tool = raw.tool.filter(|t| !t.is_empty()).ok_or_else(|| {
+        Error::key(
+            format!("{key}.tool"),
+            "is missing; name the tool that undoes this one",
+        )
+    })?;
+    let args = raw.args.unwrap_or_else(|| json!({}));
+    Template::check(&args).map_err(|e| Error::key(format!("{key}.args"), e))?;
+    Ok(Compensation { tool, args })
+}
+
+/// The demo bank's classification: what a newcomer sees work without writing any configuration.
+fn demo_tools() -> BTreeMap<String, ToolSettings> {
+    BTreeMap::from([
+        (
+            "get_balance".to_owned(),
+            ToolSettings {
+                tier: Some(Tier::ReadOnly),
+                ..ToolSettings::default()
+            },
+        ),
+        (
+            "transfer".to_owned(),
+            ToolSettings {
+                tier: Some(Tier::Compensable),
+                compensation: Some(Compensation {
+                    tool: "transfer".into(),
+                    args: json!({
+                        "from_account": "{{args.to_account}}",
+                        "to_account": "{{args.from_account}}",
+                        "amount": "{{args.amount}}",
+                    }),
+                }),
+                ..ToolSettings::default()
+            },
+        ),
+        (
+            "send_email".to_owned(),
+            ToolSettings {
+                tier: Some(Tier::Irreversible),
+                ..ToolSettings::default()
+            },
+        ),
+    ])
+}

@@ -1,0 +1,96 @@
+//! The gateway's errors, and the one place that maps them to HTTP statuses and JSON-RPC errors.
+//! Store and internal details are logged, never sent: a client sees what to do next.
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use rmcp::ErrorData;
+use serde_json::json;
+use undolog_engine::Error as EngineError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("no tool named {0:?}; list the tools to see what this gateway offers")]
+    UnknownTool(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("the request was cancelled by the client")]
+    Cancelled,
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("{0}")]
+    Config(#[from] crate::config::Error),
+    #[error("{0}")]
+    Startup(String),
+}
+
+impl Error {
+    fn status(&self) -> StatusCode {
+        use EngineError as E;
+        match self {
+            Error::UnknownTool(_) => StatusCode::NOT_FOUND,
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::Cancelled => StatusCode::BAD_REQUEST,
+            Error::Config(_) | Error::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::Engine(e) => match e {
+                E::InvalidInput(_) | E::EmptyToolName | E::EmptyIdempotencyKey => {
+                    StatusCode::BAD_REQUEST
+                }
+                E::ArgsTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                E::KeyReused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+                E::UnknownEffect(_) | E::UnknownApproval(_) | E::UnknownSession(_) => {
+                    StatusCode::NOT_FOUND
+                }
+                E::NotPending { .. }
+                | E::AlreadyDecided { .. }
+                | E::ApprovalExpired(_)
+                | E::CallFailed { .. }
+                | E::NotInDoubt(_)
+                | E::SessionBusy { .. }
+                | E::NothingToUndo { .. }
+                | E::IllegalTransition(_)
+                | E::StillRunning(_) => StatusCode::CONFLICT,
+                E::ApprovalWaitTimedOut(_) => StatusCode::ACCEPTED,
+                E::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            },
+        }
+    }
+
+    /// What the client is told. Store failures are logged in full and summarized.
+    fn public_message(&self) -> String {
+        match self {
+            Error::Engine(EngineError::Store(e)) => {
+                tracing::error!(error = %e, "store failure");
+                "the effect log is unavailable; nothing was recorded, retry shortly".to_owned()
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// The JSON-RPC error for MCP clients.
+    pub(crate) fn to_jsonrpc(&self) -> ErrorData {
+        let message = self.public_message();
+        match self.status() {
+            StatusCode::BAD_REQUEST
+            | StatusCode::NOT_FOUND
+            | StatusCode::PAYLOAD_TOO_LARGE
+            | StatusCode::UNPROCESSABLE_ENTITY => ErrorData::invalid_params(message, None),
+            _ => ErrorData::internal_error(message, None),
+        }
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        (status, Json(json!({ "error": self.public_message() }))).into_response()
+    }
+}

@@ -1,0 +1,168 @@
+//! The admin API: sessions and their effects, undo, approvals, and in-doubt effects.
+//! Everything is scoped to the caller's org.
+
+use std::sync::Arc;
+
+use axum::{
+    Extension, Json,
+    extract::{Path, Query, State},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use undolog_engine::{Resolution, UndoReport};
+use undolog_store::{Approval, Effect, Session};
+use undolog_types::{ApprovalId, ApprovalState, EffectId, SessionId};
+
+use super::JsonBody;
+use crate::{Error, Gateway, Principal, compensate::UpstreamCompensator};
+
+type Result<T> = std::result::Result<Json<T>, Error>;
+
+pub(crate) fn parse_id<T: std::str::FromStr>(what: &str, text: &str) -> std::result::Result<T, Error> {
+    text.parse()
+        .map_err(|_| Error::BadRequest(format!("{text:?} is not a valid {what} id")))
+}
+
+fn session_id(text: &str) -> std::result::Result<SessionId, Error> {
+    SessionId::new(text).map_err(|e| Error::BadRequest(format!("session id: {e}")))
+}
+
+pub(crate) async fn sessions(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Vec<Session>> {
+    Ok(Json(gateway.engine.sessions(&principal.org).await?))
+}
+
+pub(crate) async fn session_effects(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Vec<Effect>> {
+    let id = session_id(&id)?;
+    Ok(Json(gateway.engine.session_effects(&principal.org, &id).await?))
+}
+
+pub(crate) async fn undo(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<UndoReport> {
+    let id = session_id(&id)?;
+    let compensator = UpstreamCompensator { gateway: &gateway };
+    Ok(Json(gateway.engine.undo(&principal.org, &id, &compensator).await?))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ApprovalFilter {
+    status: Option<String>,
+}
+
+pub(crate) async fn approvals(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Query(filter): Query<ApprovalFilter>,
+) -> Result<Vec<Approval>> {
+    let state = filter
+        .status
+        .map(|s| {
+            s.parse::<ApprovalState>().map_err(|_| {
+                Error::BadRequest(format!(
+                    "status {s:?} is not an approval state; use pending, approved, denied or expired"
+                ))
+            })
+        })
+        .transpose()?;
+    Ok(Json(gateway.engine.approvals(&principal.org, state).await?))
+}
+
+pub(crate) async fn approval(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Approval> {
+    let id: ApprovalId = parse_id("approval", &id)?;
+    Ok(Json(gateway.engine.approval(&principal.org, id).await?))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Decision {
+    reason: Option<String>,
+}
+
+pub(crate) async fn approve(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(decision): JsonBody<Decision>,
+) -> Result<Approval> {
+    let id: ApprovalId = parse_id("approval", &id)?;
+    let reason = decision.reason;
+    Ok(Json(
+        gateway
+            .engine
+            .approve(&principal.org, id, principal.actor(), reason)
+            .await?,
+    ))
+}
+
+pub(crate) async fn deny(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(decision): JsonBody<Decision>,
+) -> Result<Approval> {
+    let id: ApprovalId = parse_id("approval", &id)?;
+    let reason = decision
+        .reason
+        .filter(|r| !r.trim().is_empty())
+        .ok_or_else(|| Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into()))?;
+    Ok(Json(
+        gateway
+            .engine
+            .deny(&principal.org, id, principal.actor(), reason)
+            .await?,
+    ))
+}
+
+pub(crate) async fn effect(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Effect> {
+    let id: EffectId = parse_id("effect", &id)?;
+    Ok(Json(gateway.engine.effect(&principal.org, id).await?))
+}
+
+pub(crate) async fn in_doubt(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Vec<Effect>> {
+    Ok(Json(gateway.engine.in_doubt(&principal.org).await?))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum ResolveBody {
+    Committed { result: Value },
+    Failed { error: String },
+}
+
+pub(crate) async fn resolve(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<ResolveBody>,
+) -> Result<Value> {
+    let id: EffectId = parse_id("effect", &id)?;
+    let resolution = match body {
+        ResolveBody::Committed { result } => Resolution::Committed(result),
+        ResolveBody::Failed { error } => Resolution::Failed(error),
+    };
+    gateway
+        .engine
+        .resolve_in_doubt(&principal.org, id, resolution)
+        .await?;
+    Ok(Json(json!({ "effect_id": id.to_string(), "resolved": true })))
+}

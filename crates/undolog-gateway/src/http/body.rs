@@ -1,0 +1,37 @@
+//! Request bodies as JSON, with the errors of the rest of the API (a JSON `{"error"}` that says
+//! what is wrong) and the same number rules as signatures: integers a double cannot carry exactly
+//! are refused, so every language computes the same signature.
+
+use axum::{
+    body::Bytes,
+    extract::{FromRequest, Request},
+};
+use serde::de::DeserializeOwned;
+
+use crate::Error;
+
+/// Like `axum::Json`, with UndoLog's error shape and number checks.
+#[derive(Debug)]
+pub(crate) struct JsonBody<T>(pub(crate) T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = Error;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Error> {
+        let bytes = Bytes::from_request(request, state).await.map_err(|e| {
+            Error::BadRequest(format!("cannot read the request body: {e}"))
+        })?;
+        parse(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses a JSON body; an empty body reads as `{}` when `T` allows it.
+pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| Error::BadRequest("the body is not UTF-8 text".into()))?;
+    let text = if text.trim().is_empty() { "{}" } else { text };
+    let value = undolog_types::canonical::parse(text)
+        .map_err(|e| Error::BadRequest(format!("the body is not usable JSON: {e}")))?;
+    serde_json::from_value(value)
+        .map_err(|e| Error::BadRequest(format!("the body has the wrong shape: {e}")))
+}

@@ -1,0 +1,75 @@
+//! The HTTP surface: MCP at `/mcp`, the REST tool call, the admin and SDK APIs under `/v1`, and
+//! `GET /events`. Every route but `/healthz` needs credentials (see [`crate::auth`]).
+
+mod admin;
+mod body;
+mod events;
+mod parse_guard;
+mod rest;
+mod sdk;
+
+use std::{net::SocketAddr, sync::Arc};
+
+use axum::{
+    Router,
+    extract::DefaultBodyLimit,
+    middleware,
+    routing::{get, post},
+};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Gateway, auth, mcp::McpFront};
+
+pub(crate) use body::JsonBody;
+
+pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: CancellationToken) -> Router {
+    let limits = &gateway.config.limits;
+    let mut mcp_config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(cancel)
+        .with_max_request_body_bytes(limits.max_body_bytes);
+    if !addr.ip().is_loopback() {
+        // Bound beyond loopback (which needs API keys), the Host names are the operator's.
+        mcp_config = mcp_config.disable_allowed_hosts();
+    }
+    let factory_gateway = gateway.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(McpFront::http(factory_gateway.clone())),
+        LocalSessionManager::default().into(),
+        mcp_config,
+    );
+    let mcp = Router::new()
+        .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(
+            limits.max_body_bytes,
+            parse_guard::reject_unparsable,
+        ));
+    let authenticated = Router::new()
+        .merge(mcp)
+        .route("/mcp/tool_call", post(rest::tool_call))
+        .route("/v1/sessions", get(admin::sessions))
+        .route("/v1/sessions/{id}/effects", get(admin::session_effects))
+        .route("/v1/sessions/{id}/undo", post(admin::undo))
+        .route("/v1/approvals", get(admin::approvals))
+        .route("/v1/approvals/{id}", get(admin::approval))
+        .route("/v1/approvals/{id}/approve", post(admin::approve))
+        .route("/v1/approvals/{id}/deny", post(admin::deny))
+        .route("/v1/effects", post(sdk::intercept))
+        .route("/v1/effects/in_doubt", get(admin::in_doubt))
+        .route("/v1/effects/{id}", get(admin::effect))
+        .route("/v1/effects/{id}/commit", post(sdk::commit))
+        .route("/v1/effects/{id}/fail", post(sdk::fail))
+        .route("/v1/effects/{id}/resolve", post(admin::resolve))
+        .route("/events", get(events::stream))
+        .route_layer(middleware::from_fn_with_state(
+            gateway.clone(),
+            auth::require_principal,
+        ));
+    Router::new()
+        .merge(authenticated)
+        .route("/healthz", get(|| async { "ok" }))
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .with_state(gateway)
+}

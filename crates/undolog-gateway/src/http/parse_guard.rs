@@ -1,0 +1,39 @@
+//! JSON-RPC's parse error for bodies that are not JSON at all: HTTP 400 with code −32700, as the
+//! spec names it, before the MCP transport sees the request (it would answer 415).
+
+use axum::{
+    Json,
+    body::Body,
+    extract::{Request, State},
+    http::{Method, StatusCode},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+pub(crate) async fn reject_unparsable(
+    State(limit): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Json(json!({"error": format!("the body is over {limit} bytes; send less or raise limits.max_body_bytes")})),
+        )
+            .into_response();
+    };
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        let error = json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": -32700, "message": format!("Parse error: the body is not JSON ({e})")}
+        });
+        return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
+}

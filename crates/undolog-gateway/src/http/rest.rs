@@ -1,0 +1,121 @@
+//! The seed's REST tool call: `POST /mcp/tool_call` with `{"name", "arguments"}`, the session in
+//! `X-UndoLog-Session-Id`, an optional `Idempotency-Key`. Approvals are never held here: a call
+//! that needs one answers 202 with the approval id, and the identical call retried later runs.
+
+use std::sync::Arc;
+
+use axum::{
+    Extension, Json,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use undolog_types::{Args, SessionId};
+
+use super::JsonBody;
+use crate::{
+    Error, Gateway, Principal,
+    calls::{Caller, Outcome, ToolCall},
+    mcp::SESSION_HEADER,
+    results,
+};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ToolCallBody {
+    name: String,
+    #[serde(default)]
+    arguments: Map<String, Value>,
+}
+
+pub(crate) async fn tool_call(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<ToolCallBody>,
+) -> Result<Response, Error> {
+    let session = header(&headers, SESSION_HEADER).ok_or_else(|| {
+        Error::BadRequest("send the session in the X-UndoLog-Session-Id header".into())
+    })?;
+    let session = SessionId::new(session)
+        .map_err(|e| Error::BadRequest(format!("X-UndoLog-Session-Id: {e}")))?;
+    let call = ToolCall {
+        org: principal.org,
+        session,
+        tool: body.name,
+        args: Args::try_from(Value::Object(body.arguments))
+            .map_err(|e| Error::BadRequest(format!("arguments: {e}")))?,
+        idempotency_key: header(&headers, "idempotency-key").map(str::to_owned),
+        meta: None,
+    };
+    let caller = Caller {
+        never_hold: true,
+        ..Caller::default()
+    };
+    let outcome = gateway.call_tool(call, &caller).await?;
+    Ok(respond(&outcome))
+}
+
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn respond(outcome: &Outcome) -> Response {
+    let (status, body) = match outcome {
+        Outcome::Executed { effect_id, result } | Outcome::Replayed { effect_id, result } => {
+            let replayed = matches!(outcome, Outcome::Replayed { .. });
+            (
+                StatusCode::OK,
+                json!({
+                    "outcome": if replayed { "replayed" } else { "executed" },
+                    "effect_id": effect_id.to_string(),
+                    "result": results::template_view(Some(result)),
+                    "tool_result": result,
+                }),
+            )
+        }
+        Outcome::AwaitingApproval {
+            effect_id,
+            approval_id,
+            expires_at,
+        } => (
+            StatusCode::ACCEPTED,
+            json!({
+                "outcome": "awaiting_approval",
+                "approval_id": approval_id.to_string(),
+                "effect_id": effect_id.to_string(),
+                "expires_at": expires_at.as_millis(),
+            }),
+        ),
+        Outcome::Rejected { effect_id, message } => (
+            StatusCode::FORBIDDEN,
+            json!({
+                "outcome": "rejected",
+                "effect_id": effect_id.map(|id| id.to_string()),
+                "error": message,
+            }),
+        ),
+        Outcome::Failed {
+            effect_id,
+            error,
+            result,
+            replayed,
+        } => (
+            if *replayed {
+                StatusCode::CONFLICT
+            } else {
+                StatusCode::BAD_GATEWAY
+            },
+            json!({
+                "outcome": "failed",
+                "effect_id": effect_id.to_string(),
+                "replayed": replayed,
+                "error": error,
+                "tool_result": result,
+            }),
+        ),
+    };
+    (status, Json(body)).into_response()
+}

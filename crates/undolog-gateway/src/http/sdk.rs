@@ -1,0 +1,114 @@
+//! The SDK's effect API, for tools that run in the caller's process: intercept, run the tool,
+//! then commit or fail. The caller supplies the tier and compensation it declares for its tool.
+
+use std::sync::Arc;
+
+use axum::{
+    Extension, Json,
+    extract::{Path, State},
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use undolog_engine::{Call, Intercept, ToolPolicy};
+use undolog_store::Compensation;
+use undolog_types::{Args, EffectId, SessionId, Tier};
+
+use super::{JsonBody, admin::parse_id};
+use crate::{Error, Gateway, Principal};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InterceptBody {
+    session_id: String,
+    tool: String,
+    #[serde(default)]
+    arguments: Map<String, Value>,
+    step: Option<u64>,
+    tier: Tier,
+    compensation: Option<Compensation>,
+    #[serde(default)]
+    idempotent: bool,
+    #[serde(default)]
+    requires_approval: bool,
+    idempotency_key: Option<String>,
+}
+
+pub(crate) async fn intercept(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(body): JsonBody<InterceptBody>,
+) -> Result<Json<Value>, Error> {
+    let session = SessionId::new(body.session_id)
+        .map_err(|e| Error::BadRequest(format!("session_id: {e}")))?;
+    let args = Args::try_from(Value::Object(body.arguments))
+        .map_err(|e| Error::BadRequest(format!("arguments: {e}")))?;
+    let policy = ToolPolicy {
+        tier: body.tier,
+        compensation: body.compensation,
+        idempotent: body.idempotent,
+        requires_approval: body.requires_approval,
+    };
+    let mut call = Call::new(principal.org, session, body.tool, args, policy);
+    if let Some(step) = body.step {
+        call = call.with_step(step);
+    }
+    if let Some(key) = body.idempotency_key {
+        call = call.with_idempotency_key(key);
+    }
+    let answer = match gateway.engine.intercept(call).await? {
+        Intercept::Execute {
+            effect_id,
+            lease_expires_at,
+        } => json!({"outcome": "execute", "effect_id": effect_id.to_string(),
+                    "lease_expires_at": lease_expires_at.as_millis()}),
+        Intercept::Replay { effect_id, result } => {
+            json!({"outcome": "replay", "effect_id": effect_id.to_string(), "result": result})
+        }
+        Intercept::AwaitingApproval {
+            effect_id,
+            approval_id,
+            expires_at,
+        } => json!({"outcome": "awaiting_approval", "effect_id": effect_id.to_string(),
+                    "approval_id": approval_id.to_string(), "expires_at": expires_at.as_millis()}),
+        Intercept::Rejected { effect_id, reason } => json!({
+            "outcome": "rejected",
+            "effect_id": effect_id.map(|id| id.to_string()),
+            "reason": reason.message(),
+        }),
+    };
+    Ok(Json(answer))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CommitBody {
+    result: Value,
+}
+
+pub(crate) async fn commit(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<CommitBody>,
+) -> Result<Json<Value>, Error> {
+    let id: EffectId = parse_id("effect", &id)?;
+    gateway.engine.commit(&principal.org, id, body.result).await?;
+    Ok(Json(json!({"effect_id": id.to_string(), "state": "committed"})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FailBody {
+    error: String,
+}
+
+pub(crate) async fn fail(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<FailBody>,
+) -> Result<Json<Value>, Error> {
+    let id: EffectId = parse_id("effect", &id)?;
+    gateway.engine.fail(&principal.org, id, body.error).await?;
+    Ok(Json(json!({"effect_id": id.to_string(), "state": "failed"})))
+}

@@ -1,0 +1,27 @@
+//! The MCP gateway: agents connect to it as their MCP server (Streamable HTTP at `/mcp`, or
+//! stdio), and it connects to the real MCP tool servers. Every `tools/call` goes through the
+//! engine — recorded, replayed, held for approval, undoable — and everything else is forwarded.
+//! Beside MCP it serves the seed's REST tool call, the SDK's effect API, the admin API and a
+//! stream of typed events.
+//!
+//! Invariant: the gateway knows MCP and HTTP, never SQL; the engine knows neither.
+
+mod app;
+mod auth;
+mod calls;
+mod compensate;
+pub mod config;
+mod demo;
+mod error;
+mod http;
+mod mcp;
+mod policy;
+mod results;
+mod template;
+mod upstream;
+
+pub use app::{Gateway, serve_http, serve_stdio};
+pub use auth::{NewKey, Principal, create_key};
+pub use config::{ConfigSource, GatewayConfig};
+pub use demo::DemoBank;
+pub use error::Error;

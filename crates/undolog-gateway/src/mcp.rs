@@ -1,0 +1,309 @@
+//! The MCP server clients talk to. `tools/call` goes through the engine; lists are the merged
+//! catalog of the upstreams; everything else is forwarded to the upstream that owns it.
+
+// Logging is deprecated in 2026-07-28 but 2025-11-25 clients still set levels; relay them.
+#![allow(deprecated)]
+
+use std::sync::Arc;
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, Reference,
+        ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    },
+    service::RequestContext,
+};
+use serde_json::Value;
+use undolog_types::{Args, SessionId};
+
+use crate::{
+    Error, Gateway, Principal,
+    calls::{Caller, ToolCall},
+    results,
+    upstream::UpstreamError,
+};
+
+/// Header that pins the UndoLog session, whatever the transport's own session is.
+pub(crate) const SESSION_HEADER: &str = "x-undolog-session-id";
+
+/// One client connection (an MCP session, a stateless request, or the stdio client).
+#[derive(Debug, Clone)]
+pub(crate) struct McpFront {
+    gateway: Arc<Gateway>,
+    /// The session of calls that name none and have no MCP session: this connection's own.
+    connection_session: SessionId,
+    /// The fixed principal of a stdio client; HTTP requests carry theirs.
+    stdio_principal: Option<Principal>,
+}
+
+impl McpFront {
+    pub(crate) fn http(gateway: Arc<Gateway>) -> McpFront {
+        McpFront {
+            gateway,
+            connection_session: fresh_session(),
+            stdio_principal: None,
+        }
+    }
+
+    pub(crate) fn stdio(gateway: Arc<Gateway>, principal: Principal) -> McpFront {
+        McpFront {
+            gateway,
+            connection_session: fresh_session(),
+            stdio_principal: Some(principal),
+        }
+    }
+
+    /// The org and session of one request.
+    fn identify(&self, context: &RequestContext<RoleServer>) -> Result<(Principal, SessionId), ErrorData> {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let principal = match (&self.stdio_principal, parts) {
+            (Some(principal), _) => principal.clone(),
+            (None, Some(parts)) => parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
+                ErrorData::internal_error("the request reached MCP without credentials", None)
+            })?,
+            (None, None) => {
+                return Err(ErrorData::internal_error("no transport information", None));
+            }
+        };
+        let header = |name: &str| {
+            parts
+                .and_then(|p| p.headers.get(name))
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| !v.is_empty())
+        };
+        let session = match header(SESSION_HEADER).or_else(|| header("mcp-session-id")) {
+            Some(id) => SessionId::new(id).map_err(|e| {
+                ErrorData::invalid_params(format!("X-UndoLog-Session-Id: {e}"), None)
+            })?,
+            None => self.connection_session.clone(),
+        };
+        Ok((principal, session))
+    }
+
+    fn caller(context: &RequestContext<RoleServer>) -> Caller {
+        Caller {
+            peer: Some(context.peer.clone()),
+            cancel: context.ct.clone(),
+            never_hold: false,
+        }
+    }
+}
+
+fn fresh_session() -> SessionId {
+    SessionId::new(format!("conn-{}", uuid::Uuid::now_v7())).expect("a valid session id")
+}
+
+fn upstream_error(e: UpstreamError) -> ErrorData {
+    match e {
+        UpstreamError::Refused { error, .. } => error,
+        other => ErrorData::internal_error(other.to_string(), None),
+    }
+}
+
+impl ServerHandler for McpFront {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_resources()
+            .enable_completions()
+            .enable_logging()
+            .build();
+        let mut info = ServerConfig::new(capabilities);
+        info.server_info = Implementation::new("undolog", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "UndoLog records every tool call: a repeated call is replayed, irreversible calls \
+             wait for a person's approval, and a session can be undone."
+                .into(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.gateway.upstreams.refresh().await;
+        let tools = self.gateway.upstreams.tools().await;
+        Ok(ListToolsResult::with_all_items(
+            tools.into_iter().map(|r| r.item).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let (principal, session) = self.identify(&context)?;
+        let args = Args::try_from(Value::Object(request.arguments.unwrap_or_default()))
+            .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
+        let call = ToolCall {
+            org: principal.org,
+            session,
+            tool: request.name.to_string(),
+            args,
+            idempotency_key: None,
+            meta: request.meta,
+        };
+        let outcome = self
+            .gateway
+            .call_tool(call, &Self::caller(&context))
+            .await
+            .map_err(|e| e.to_jsonrpc())?;
+        Ok(results::to_mcp(&outcome).into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.gateway.upstreams.refresh().await;
+        let prompts = self.gateway.upstreams.prompts().await;
+        Ok(ListPromptsResult::with_all_items(
+            prompts.into_iter().map(|r| r.item).collect(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        mut request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let route = self.gateway.upstreams.prompt(&request.name).await.ok_or_else(|| {
+            ErrorData::invalid_params(format!("no prompt named {:?}", request.name), None)
+        })?;
+        let conn = self.gateway.upstreams.connection(route.upstream);
+        request.name = route.name;
+        let _ticket = conn.relay.register(context.peer.clone(), &mut request.meta);
+        conn.request(&context.ct, |peer| async move { peer.get_prompt_once(request).await })
+            .await
+            .map_err(upstream_error)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut all = Vec::new();
+        for (index, conn) in self.gateway.upstreams.connections().iter().enumerate() {
+            match conn
+                .request(&context.ct, |peer| async move { peer.list_all_resources().await })
+                .await
+            {
+                Ok(resources) => {
+                    self.gateway.upstreams.note_resources(index, &resources).await;
+                    all.extend(resources);
+                }
+                Err(e) => tracing::debug!(upstream = %conn.name(), error = %e, "no resources"),
+            }
+        }
+        Ok(ListResourcesResult::with_all_items(all))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let mut all = Vec::new();
+        for conn in self.gateway.upstreams.connections() {
+            match conn
+                .request(&context.ct, |peer| async move {
+                    peer.list_all_resource_templates().await
+                })
+                .await
+            {
+                Ok(templates) => all.extend(templates),
+                Err(e) => tracing::debug!(upstream = %conn.name(), error = %e, "no templates"),
+            }
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(all))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let mut last = None;
+        for index in self.gateway.upstreams.resource_candidates(&request.uri).await {
+            let conn = self.gateway.upstreams.connection(index);
+            let mut request = request.clone();
+            let _ticket = conn.relay.register(context.peer.clone(), &mut request.meta);
+            match conn
+                .request(&context.ct, |peer| async move { peer.read_resource_once(request).await })
+                .await
+            {
+                Ok(found) => return Ok(found),
+                Err(e) => last = Some(upstream_error(e)),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            ErrorData::resource_not_found(format!("no upstream has {}", request.uri), None)
+        }))
+    }
+
+    async fn complete(
+        &self,
+        mut request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let candidates = match &mut request.r#ref {
+            Reference::Prompt(prompt) => {
+                let route = self.gateway.upstreams.prompt(&prompt.name).await.ok_or_else(|| {
+                    ErrorData::invalid_params(format!("no prompt named {:?}", prompt.name), None)
+                })?;
+                prompt.name = route.name;
+                vec![route.upstream]
+            }
+            Reference::Resource(resource) => {
+                self.gateway.upstreams.resource_candidates(&resource.uri).await
+            }
+            _ => (0..self.gateway.upstreams.connections().len()).collect(),
+        };
+        let mut last = None;
+        for index in candidates {
+            let conn = self.gateway.upstreams.connection(index);
+            let request = request.clone();
+            match conn
+                .request(&context.ct, |peer| async move { peer.complete(request).await })
+                .await
+            {
+                Ok(done) => return Ok(done),
+                Err(e) => last = Some(upstream_error(e)),
+            }
+        }
+        Err(last.unwrap_or_else(|| ErrorData::invalid_params("nothing to complete", None)))
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        for conn in self.gateway.upstreams.connections() {
+            let request = request.clone();
+            let sent = conn
+                .request(&context.ct, |peer| async move { peer.set_level(request).await })
+                .await;
+            if let Err(e) = sent {
+                tracing::debug!(upstream = %conn.name(), error = %e, "log level not set");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl From<Error> for ErrorData {
+    fn from(e: Error) -> ErrorData {
+        e.to_jsonrpc()
+    }
+}

@@ -1,0 +1,129 @@
+//! Tool results between the wire and the log: what is recorded, what a compensation template
+//! reads, and the MCP result each outcome becomes (with `_meta["io.undolog/…"]`).
+
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject, ResultType};
+use serde_json::{Value, json};
+
+use crate::calls::Outcome;
+
+pub(crate) const META_EFFECT_ID: &str = "io.undolog/effect_id";
+pub(crate) const META_REPLAYED: &str = "io.undolog/replayed";
+pub(crate) const META_APPROVAL_ID: &str = "io.undolog/approval_id";
+
+/// The result as recorded: the upstream's `CallToolResult` without its per-response fields.
+pub(crate) fn stored(result: &CallToolResult) -> Value {
+    let mut value = serde_json::to_value(result).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.remove("_meta");
+        map.remove("resultType");
+    }
+    value
+}
+
+/// The error text of a result whose `isError` is set.
+pub(crate) fn tool_error(result: &Value) -> Option<String> {
+    if result.get("isError") != Some(&Value::Bool(true)) {
+        return None;
+    }
+    let text = text_of(result);
+    Some(if text.is_empty() {
+        "the tool reported an error without a message".to_owned()
+    } else {
+        text
+    })
+}
+
+/// The text content of a result, joined.
+pub(crate) fn text_of(result: &Value) -> String {
+    result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// What `{{result.…}}` reads: the structured content, else the text parsed as JSON, else the text.
+pub(crate) fn template_view(result: Option<&Value>) -> Value {
+    let Some(result) = result else {
+        return Value::Null;
+    };
+    if let Some(structured) = result.get("structuredContent") {
+        return structured.clone();
+    }
+    let text = text_of(result);
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
+}
+
+/// The MCP answer to a `tools/call`.
+pub(crate) fn to_mcp(outcome: &Outcome) -> CallToolResult {
+    let mut meta = serde_json::Map::new();
+    let result = match outcome {
+        Outcome::Executed { effect_id, result } | Outcome::Replayed { effect_id, result } => {
+            meta.insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
+            if matches!(outcome, Outcome::Replayed { .. }) {
+                meta.insert(META_REPLAYED.into(), json!(true));
+            }
+            recorded(result)
+        }
+        Outcome::Failed {
+            effect_id,
+            error,
+            result,
+            replayed,
+        } => {
+            meta.insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
+            if *replayed {
+                meta.insert(META_REPLAYED.into(), json!(true));
+            }
+            match result {
+                Some(result) => recorded(result),
+                None => CallToolResult::error(vec![ContentBlock::text(error.clone())]),
+            }
+        }
+        Outcome::Rejected { effect_id, message } => {
+            if let Some(id) = effect_id {
+                meta.insert(META_EFFECT_ID.into(), json!(id.to_string()));
+            }
+            CallToolResult::error(vec![ContentBlock::text(message.clone())])
+        }
+        Outcome::AwaitingApproval {
+            effect_id,
+            approval_id,
+            expires_at,
+        } => {
+            meta.insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
+            meta.insert(META_APPROVAL_ID.into(), json!(approval_id.to_string()));
+            let text = format!(
+                "This call needs a person's approval (approval {approval_id}). It has not run. \
+                 Call it again with the same arguments once it is approved; the request expires \
+                 at {} (ms since the epoch).",
+                expires_at.as_millis()
+            );
+            let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+            result.structured_content = Some(json!({
+                "status": "awaiting_approval",
+                "approval_id": approval_id.to_string(),
+                "effect_id": effect_id.to_string(),
+            }));
+            result
+        }
+    };
+    result.with_meta(Some(MetaObject(meta)))
+}
+
+fn recorded(result: &Value) -> CallToolResult {
+    let mut result: CallToolResult = serde_json::from_value(result.clone()).unwrap_or_else(|_| {
+        CallToolResult::error(vec![ContentBlock::text(
+            "the recorded result cannot be read back as an MCP tool result",
+        )])
+    });
+    // Recorded without it; 2026-07-28 clients need it (the SDK drops it for older ones).
+    result.result_type = Some(ResultType::COMPLETE);
+    result
+}

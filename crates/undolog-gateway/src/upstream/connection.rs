@@ -1,0 +1,184 @@
+//! One upstream MCP server and the gateway's connection to it: opened at start, reopened (a
+//! stdio server restarted) on the next use after it drops, every request bounded by a timeout.
+
+use std::{sync::Arc, time::Duration};
+
+use http::{HeaderName, HeaderValue};
+use rmcp::{
+    ErrorData, Peer, RoleClient, ServiceError, ServiceExt,
+    service::RunningService,
+    transport::{
+        StreamableHttpClientTransport, TokioChildProcess,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use tokio::sync::Mutex;
+
+use super::relay::{Relay, UpstreamClient};
+use crate::{
+    config::{UpstreamConfig, UpstreamTransport},
+    demo::DemoBank,
+};
+
+/// Why a request to an upstream got no usable answer. Messages name the upstream and what to do.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum UpstreamError {
+    #[error("upstream `{upstream}` cannot be reached: {reason}; check that it runs, it is retried on the next call")]
+    Unavailable { upstream: String, reason: String },
+    #[error("upstream `{upstream}` did not answer within {after:?}; the call may or may not have run there")]
+    TimedOut { upstream: String, after: Duration },
+    #[error("upstream `{upstream}` closed the connection before answering (it may have crashed); it is restarted on the next call")]
+    Closed { upstream: String },
+    #[error("upstream `{upstream}` answered with something that is not a valid MCP result")]
+    Garbage { upstream: String },
+    #[error("upstream `{upstream}` refused the request: {}", error.message)]
+    Refused { upstream: String, error: ErrorData },
+    #[error("the request was cancelled by the client")]
+    Cancelled,
+}
+
+type Running = RunningService<RoleClient, UpstreamClient>;
+
+#[derive(Debug)]
+pub(crate) struct Connection {
+    pub(crate) config: UpstreamConfig,
+    pub(crate) relay: Arc<Relay>,
+    timeout: Duration,
+    /// The demo bank keeps its balances across reconnections.
+    demo: DemoBank,
+    running: Mutex<Option<Running>>,
+}
+
+impl Connection {
+    pub(crate) fn new(config: UpstreamConfig, timeout: Duration) -> Connection {
+        Connection {
+            config,
+            relay: Arc::default(),
+            timeout,
+            demo: DemoBank::default(),
+            running: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The live connection's peer, connecting (or restarting the server) first when needed.
+    pub(crate) async fn peer(&self) -> Result<Peer<RoleClient>, UpstreamError> {
+        let mut running = self.running.lock().await;
+        if let Some(live) = running.as_ref()
+            && !live.is_closed()
+        {
+            return Ok(live.peer().clone());
+        }
+        if running.take().is_some() {
+            tracing::warn!(upstream = %self.name(), "upstream connection dropped; reconnecting");
+        }
+        let fresh = tokio::time::timeout(self.timeout, self.connect())
+            .await
+            .map_err(|_| UpstreamError::TimedOut {
+                upstream: self.name().to_owned(),
+                after: self.timeout,
+            })??;
+        let peer = fresh.peer().clone();
+        *running = Some(fresh);
+        Ok(peer)
+    }
+
+    async fn connect(&self) -> Result<Running, UpstreamError> {
+        let client = UpstreamClient {
+            relay: self.relay.clone(),
+            upstream: self.name().to_owned(),
+        };
+        let unavailable = |reason: String| UpstreamError::Unavailable {
+            upstream: self.name().to_owned(),
+            reason,
+        };
+        let running = match &self.config.transport {
+            UpstreamTransport::Demo => {
+                let (ours, theirs) = tokio::io::duplex(64 * 1024);
+                let bank = self.demo.clone();
+                tokio::spawn(async move {
+                    match bank.serve(theirs).await {
+                        Ok(server) => drop(server.waiting().await),
+                        Err(e) => tracing::error!(error = %e, "demo bank did not start"),
+                    }
+                });
+                client.serve(ours).await
+            }
+            UpstreamTransport::Stdio { command, args, env } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).envs(env).kill_on_drop(true);
+                let (transport, _stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::inherit())
+                    .spawn()
+                    .map_err(|e| unavailable(format!("cannot start `{command}`: {e}")))?;
+                client.serve(transport).await
+            }
+            UpstreamTransport::Http { url, headers } => {
+                let mut custom = std::collections::HashMap::new();
+                for (name, value) in headers {
+                    let name = HeaderName::try_from(name.as_str())
+                        .map_err(|e| unavailable(format!("header {name}: {e}")))?;
+                    let value = HeaderValue::try_from(value.0.as_str())
+                        .map_err(|e| unavailable(format!("header {name}: {e}")))?;
+                    custom.insert(name, value);
+                }
+                let config =
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                client
+                    .serve(StreamableHttpClientTransport::from_config(config))
+                    .await
+            }
+        };
+        let running = running.map_err(|e| unavailable(e.to_string()))?;
+        tracing::info!(upstream = %self.name(), "connected to upstream");
+        Ok(running)
+    }
+
+    /// Runs one request against the upstream, bounded by the timeout and the client's
+    /// cancellation. A dropped connection is reported, and reopened on the next use.
+    pub(crate) async fn request<T, F, Fut>(
+        &self,
+        cancel: &tokio_util::sync::CancellationToken,
+        send: F,
+    ) -> Result<T, UpstreamError>
+    where
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let peer = self.peer().await?;
+        let answer = tokio::select! {
+            answer = tokio::time::timeout(self.timeout, send(peer)) => answer,
+            () = cancel.cancelled() => return Err(UpstreamError::Cancelled),
+        };
+        let upstream = self.name().to_owned();
+        match answer {
+            Err(_) => Err(UpstreamError::TimedOut {
+                upstream,
+                after: self.timeout,
+            }),
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(ServiceError::McpError(error))) => Err(UpstreamError::Refused { upstream, error }),
+            Ok(Err(ServiceError::UnexpectedResponse)) => Err(UpstreamError::Garbage { upstream }),
+            Ok(Err(ServiceError::Timeout { timeout })) => Err(UpstreamError::TimedOut {
+                upstream,
+                after: timeout,
+            }),
+            Ok(Err(ServiceError::Cancelled { .. })) => Err(UpstreamError::Cancelled),
+            Ok(Err(other)) => {
+                tracing::warn!(upstream = %upstream, error = %other, "upstream request failed");
+                self.forget_connection().await;
+                Err(UpstreamError::Closed { upstream })
+            }
+        }
+    }
+
+    /// The connection broke: the next request opens a new one (restarting a stdio server).
+    async fn forget_connection(&self) {
+        if let Some(mut broken) = self.running.lock().await.take() {
+            tokio::spawn(async move { drop(broken.close().await) });
+        }
+    }
+}

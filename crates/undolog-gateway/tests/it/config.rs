@@ -1,0 +1,50 @@
+//! Invalid configuration stops start-up with a message that names the key and the fix.
+
+use undolog_gateway::{ConfigSource, GatewayConfig};
+
+fn load(toml: &str) -> Result<GatewayConfig, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("undolog.toml");
+    std::fs::write(&file, toml).unwrap();
+    GatewayConfig::load(&ConfigSource {
+        file: Some(file),
+        ..ConfigSource::default()
+    })
+    .map_err(|e| e.to_string())
+}
+
+#[test]
+fn each_mistake_names_its_key_and_the_fix() {
+    for (toml, key, fix) in [
+        ("listen = \"localhost\"", "`listen`", "IP:PORT"),
+        ("listen_addr = \"127.0.0.1:1\"", "listen_addr", "unknown field"),
+        ("[approvals]\nmode = \"wait\"", "`approvals.mode`", "\"hold\" or \"defer\""),
+        ("default_tier = \"safe\"", "`default_tier`", "read_only, compensable or irreversible"),
+        ("store = \"mysql://x\"", "`store`", "sqlite://"),
+        ("[[upstreams]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://y\"", "`upstreams[0]`", "exactly one of"),
+        ("[[upstreams]]\ncommand = \"x\"", "`upstreams[0].name`", "name each upstream"),
+        ("[[upstreams]]\nname = \"a\"\nurl = \"ftp://y\"", "`upstreams[0].url`", "http://HOST:PORT/mcp"),
+        ("[tools.t]\ntier = \"read_only\"\ncompensation = { tool = \"u\" }", "`tools.t.compensation`", "compensable"),
+        ("[tools.t]\ncompensation = { tool = \"u\", args = { a = \"{{env.HOME}}\" } }", "`tools.t.compensation.args`", "args. or result."),
+        ("[limits]\nupstream_timeout_secs = 0", "`limits.upstream_timeout_secs`", "greater than zero"),
+    ] {
+        let error = load(toml).expect_err(toml);
+        assert!(error.contains(key), "{toml}\n→ {error}\n(wanted the key {key})");
+        assert!(error.contains(fix), "{toml}\n→ {error}\n(wanted the fix {fix})");
+    }
+}
+
+#[test]
+fn no_configuration_means_the_demo_bank_on_loopback_with_a_local_file() {
+    let config = load("").unwrap();
+    assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(config.upstreams.len(), 1);
+    assert_eq!(config.upstreams[0].name, "demo");
+    assert_eq!(
+        config.store,
+        undolog_store::StoreUrl::SqliteFile("undolog.db".into())
+    );
+    let transfer = &config.tools["transfer"];
+    assert_eq!(transfer.tier, Some(undolog_types::Tier::Compensable));
+    assert!(transfer.compensation.is_some());
+}

@@ -1,0 +1,317 @@
+//! Starting real parts for a test: the gateway on port 0 with a fresh SQLite file, the Python bank
+//! upstream (official `mcp` SDK), and scriptable Python MCP clients (2.x and 1.x).
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines},
+    process::{Child, ChildStdin, ChildStdout, Command},
+};
+use undolog_gateway::{ConfigSource, Gateway, GatewayConfig};
+
+pub(crate) fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub(crate) fn fixture(name: &str) -> PathBuf {
+    repo().join("crates/undolog-gateway/tests/fixtures").join(name)
+}
+
+/// The venvs and npm packages of tests/fixtures/setup.sh, installed once per test run.
+pub(crate) fn fixtures() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = repo().join("target/fixtures");
+        let status = std::process::Command::new("bash")
+            .arg(fixture("setup.sh"))
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .status()
+            .expect("bash runs");
+        assert!(status.success(), "tests/fixtures/setup.sh failed; run it by hand to see why");
+        dir
+    })
+}
+
+pub(crate) fn python(venv: &str) -> PathBuf {
+    fixtures().join(venv).join("bin/python")
+}
+
+/// A child process killed when the test ends.
+pub(crate) fn spawn(cmd: &mut Command) -> Child {
+    cmd.kill_on_drop(true)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the fixture starts")
+}
+
+async fn first_line(out: &mut Lines<BufReader<ChildStdout>>) -> Value {
+    let line = tokio::time::timeout(Duration::from_secs(60), out.next_line())
+        .await
+        .expect("the fixture prints its ready line within a minute")
+        .expect("stdout readable")
+        .expect("the fixture printed a line before exiting");
+    serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"))
+}
+
+/// The Python bank upstream over Streamable HTTP.
+pub(crate) struct Bank {
+    pub(crate) url: String,
+    _child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Bank {
+    pub(crate) async fn start() -> Bank {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = spawn(
+            Command::new(python("mcp2"))
+                .arg(fixture("bank_server.py"))
+                .args(["--http", "0", "--state"])
+                .arg(dir.path().join("bank.json")),
+        );
+        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = first_line(&mut out).await;
+        let url = ready["url"].as_str().expect("a url").to_owned();
+        Bank {
+            url,
+            _child: child,
+            _dir: dir,
+        }
+    }
+
+    /// What really ran upstream, asked of the bank directly.
+    pub(crate) async fn ledger(&self) -> Vec<Value> {
+        let mut direct = Client::connect("mcp2", "legacy", &self.url, &[]).await;
+        let result = direct.call("ledger", json!({})).await;
+        result["structuredContent"]["operations"]
+            .as_array()
+            .expect("the ledger lists operations")
+            .clone()
+    }
+}
+
+/// The `bank_server.py --stdio` command line, for a stdio upstream in a config.
+pub(crate) fn stdio_bank_toml(name: &str, state: &Path) -> String {
+    format!(
+        "[[upstreams]]\nname = \"{name}\"\ncommand = {:?}\nargs = [{:?}, \"--stdio\", \"--state\", {:?}]\n",
+        python("mcp2").display().to_string(),
+        fixture("bank_server.py").display().to_string(),
+        state.display().to_string()
+    )
+}
+
+/// The bank's classification, as a user would write it.
+pub(crate) const BANK_TOOLS: &str = r#"
+[tools.get_balance]
+tier = "read_only"
+[tools.ledger]
+tier = "read_only"
+[tools.transfer]
+tier = "compensable"
+compensation = { tool = "transfer", args = { from_account = "{{args.to_account}}", to_account = "{{args.from_account}}", amount = "{{args.amount}}" } }
+[tools.send_email]
+tier = "irreversible"
+"#;
+
+/// The gateway, in this process, on 127.0.0.1 port 0 with a fresh store.
+pub(crate) struct TestGateway {
+    pub(crate) base: String,
+    pub(crate) gateway: Arc<Gateway>,
+    pub(crate) http: reqwest::Client,
+    _dir: tempfile::TempDir,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl TestGateway {
+    /// Starts with this TOML (upstreams, tools...); the store and listen address are the test's.
+    pub(crate) async fn start(toml: &str) -> TestGateway {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("undolog.toml");
+        std::fs::write(&file, toml).unwrap();
+        let config = GatewayConfig::load(&ConfigSource {
+            file: Some(file),
+            listen: Some("127.0.0.1:0".into()),
+            store: Some(format!("sqlite://{}", dir.path().join("undolog.db").display())),
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let gateway = Gateway::build(config).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = gateway.clone();
+        tokio::spawn(async move {
+            undolog_gateway::serve_http(serving, listener, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        TestGateway {
+            base,
+            gateway,
+            http: reqwest::Client::new(),
+            _dir: dir,
+            _stop: stop,
+        }
+    }
+
+    pub(crate) fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    pub(crate) async fn get(&self, path: &str) -> Value {
+        let response = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
+        assert!(response.status().is_success(), "GET {path}: {}", response.status());
+        response.json().await.unwrap()
+    }
+
+    pub(crate) async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Waits for the first pending approval (a held call asked for one).
+    pub(crate) async fn pending_approval(&self) -> Value {
+        for _ in 0..200 {
+            let pending = self.get("/v1/approvals?status=pending").await;
+            if let Some(first) = pending.as_array().and_then(|a| a.first()) {
+                return first.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no approval was requested within 10 s");
+    }
+}
+
+/// A Python MCP client (tests/fixtures/client.py) driven line by line.
+pub(crate) struct Client {
+    stdin: ChildStdin,
+    out: Lines<BufReader<ChildStdout>>,
+    answers: HashMap<u64, Value>,
+    next: u64,
+    pub(crate) protocol: String,
+    _child: Child,
+}
+
+impl Client {
+    /// `venv` is `mcp2` or `mcp1`; `mode` is `modern` or `legacy`.
+    pub(crate) async fn connect(venv: &str, mode: &str, url: &str, headers: &[&str]) -> Client {
+        let mut cmd = Command::new(python(venv));
+        cmd.arg(fixture("client.py"))
+            .args(["--url", url, "--mode", mode]);
+        for header in headers {
+            cmd.args(["--header", header]);
+        }
+        Client::start(cmd).await
+    }
+
+    pub(crate) async fn start(mut cmd: Command) -> Client {
+        let mut child = spawn(&mut cmd);
+        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = first_line(&mut out).await;
+        assert_eq!(ready["ready"], true, "the client did not connect: {ready}");
+        Client {
+            stdin: child.stdin.take().unwrap(),
+            out,
+            answers: HashMap::new(),
+            next: 1,
+            protocol: ready["protocol"].as_str().unwrap_or_default().to_owned(),
+            _child: child,
+        }
+    }
+
+    /// Sends a command without waiting; returns its id.
+    pub(crate) async fn send(&mut self, mut command: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        command["id"] = json!(id);
+        let line = format!("{command}\n");
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+        id
+    }
+
+    /// The answer to command `id`: `{"ok": ...}` or `{"error": ...}`.
+    pub(crate) async fn answer(&mut self, id: u64) -> Value {
+        loop {
+            if let Some(answer) = self.answers.remove(&id) {
+                return answer;
+            }
+            let line = tokio::time::timeout(Duration::from_secs(90), self.out.next_line())
+                .await
+                .expect("an answer within 90 s")
+                .unwrap()
+                .expect("the client is still running");
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if let Some(n) = value["id"].as_u64()
+                && value.get("progress").is_none_or(|p| p.is_array())
+            {
+                self.answers.insert(n, value);
+            }
+        }
+    }
+
+    pub(crate) async fn list_tools(&mut self) -> Vec<String> {
+        let id = self.send(json!({"op": "list_tools"})).await;
+        let answer = self.answer(id).await;
+        serde_json::from_value(answer["ok"].clone()).unwrap_or_else(|_| panic!("{answer}"))
+    }
+
+    /// Calls a tool and returns the `CallToolResult`, panicking on a protocol error.
+    pub(crate) async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let answer = self.try_call(tool, arguments).await;
+        answer
+            .get("ok")
+            .cloned()
+            .unwrap_or_else(|| panic!("{tool} failed at the protocol level: {answer}"))
+    }
+
+    pub(crate) async fn try_call(&mut self, tool: &str, arguments: Value) -> Value {
+        let id = self.start_call(tool, arguments).await;
+        self.answer(id).await
+    }
+
+    pub(crate) async fn start_call(&mut self, tool: &str, arguments: Value) -> u64 {
+        self.send(json!({"op": "call_tool", "name": tool, "arguments": arguments}))
+            .await
+    }
+}
+
+/// The effect id and replay mark a gateway put on a tool result.
+pub(crate) fn undolog_meta(result: &Value) -> (Option<String>, bool) {
+    let meta = &result["_meta"];
+    (
+        meta["io.undolog/effect_id"].as_str().map(str::to_owned),
+        meta["io.undolog/replayed"] == json!(true),
+    )
+}
+
+pub(crate) fn text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,10 @@
+//! The gateway with real parts: official Python MCP clients (2.x modern and legacy, 1.x), the
+//! Python bank upstream over Streamable HTTP and stdio, and the npm reference server-memory.
+
+mod bad_input;
+mod clients;
+mod config;
+mod events;
+mod faults;
+mod harness;
+mod semantics;
