@@ -9,11 +9,7 @@ use tokio::net::TcpListener;
 use undolog_engine::{Engine, EngineConfig};
 use undolog_store::Store;
 
-use crate::{
-    Error, GatewayConfig, Principal, http,
-    mcp::McpFront,
-    upstream::Upstreams,
-};
+use crate::{Error, GatewayConfig, Principal, http, mcp::McpFront, upstream::Upstreams};
 
 /// The running gateway's shared state. Cheap to share behind an `Arc`.
 #[derive(Debug)]

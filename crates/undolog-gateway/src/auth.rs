@@ -52,7 +52,11 @@ pub struct NewKey {
 }
 
 /// Makes a key for `org` and stores its hash.
-pub async fn create_key(store: &dyn Store, org: OrgId, label: Option<String>) -> Result<NewKey, Error> {
+pub async fn create_key(
+    store: &dyn Store,
+    org: OrgId,
+    label: Option<String>,
+) -> Result<NewKey, Error> {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     let id = hex(&bytes[..4]);

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use rmcp::{
     Peer, RoleServer,
-    model::{CallToolRequestParams, CallToolResponse, ProgressNotificationParam, RequestMetaObject},
+    model::{
+        CallToolRequestParams, CallToolResponse, ProgressNotificationParam, RequestMetaObject,
+    },
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -66,13 +68,21 @@ pub(crate) enum Outcome {
 
 impl Gateway {
     /// Runs one tool call through the engine.
-    pub(crate) async fn call_tool(&self, call: ToolCall, caller: &Caller) -> Result<Outcome, Error> {
+    pub(crate) async fn call_tool(
+        &self,
+        call: ToolCall,
+        caller: &Caller,
+    ) -> Result<Outcome, Error> {
         let route = self
             .upstreams
             .tool(&call.tool)
             .await
             .ok_or_else(|| Error::UnknownTool(call.tool.clone()))?;
-        let trusted = self.upstreams.connection(route.upstream).config.trust_annotations;
+        let trusted = self
+            .upstreams
+            .connection(route.upstream)
+            .config
+            .trust_annotations;
         let policy = policy::classify(&self.config, &call.tool, &route.item, trusted);
         let mut engine_call = Call::new(
             call.org.clone(),
@@ -99,7 +109,9 @@ impl Gateway {
             };
             match decision {
                 Intercept::Execute { effect_id, .. } => {
-                    return self.execute(&call, route.upstream, &route.name, effect_id, caller).await;
+                    return self
+                        .execute(&call, route.upstream, &route.name, effect_id, caller)
+                        .await;
                 }
                 Intercept::Replay { effect_id, result } => {
                     return Ok(Outcome::Replayed { effect_id, result });
@@ -145,7 +157,10 @@ impl Gateway {
         caller: &Caller,
     ) -> Result<bool, Error> {
         let deadline = tokio::time::Instant::now() + self.config.approvals.hold;
-        let token = call.meta.as_ref().and_then(RequestMetaObject::get_progress_token);
+        let token = call
+            .meta
+            .as_ref()
+            .and_then(RequestMetaObject::get_progress_token);
         let mut ticks = 0u32;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -165,7 +180,9 @@ impl Gateway {
             ticks += 1;
             if let (Some(peer), Some(token)) = (&caller.peer, &token) {
                 let mut progress = ProgressNotificationParam::new(token.clone(), f64::from(ticks));
-                progress.message = Some(format!("waiting for a person to decide approval {approval_id}"));
+                progress.message = Some(format!(
+                    "waiting for a person to decide approval {approval_id}"
+                ));
                 if let Err(e) = peer.notify_progress(progress).await {
                     tracing::debug!(error = %e, "progress not sent");
                 }
@@ -191,7 +208,9 @@ impl Gateway {
             .clone()
             .map(|peer| conn.relay.register(peer, &mut params.meta));
         let answer = conn
-            .request(&caller.cancel, |peer| async move { peer.call_tool_once(params).await })
+            .request(&caller.cancel, |peer| async move {
+                peer.call_tool_once(params).await
+            })
             .await;
         let failed = |error: String, result: Option<Value>| Outcome::Failed {
             effect_id,
@@ -219,7 +238,10 @@ impl Gateway {
                     .into(),
                 None,
             ),
-            Ok(_) => failed("the upstream answered in a form this gateway does not know".into(), None),
+            Ok(_) => failed(
+                "the upstream answered in a form this gateway does not know".into(),
+                None,
+            ),
             Err(e) => failed(e.to_string(), None),
         };
         match &outcome {
@@ -229,7 +251,9 @@ impl Gateway {
                     .await?;
             }
             Outcome::Failed { error, .. } => {
-                self.engine.fail(&call.org, effect_id, error.clone()).await?;
+                self.engine
+                    .fail(&call.org, effect_id, error.clone())
+                    .await?;
             }
             _ => {}
         }

@@ -20,7 +20,10 @@ pub(crate) struct UpstreamCompensator<'g> {
 impl Compensator for UpstreamCompensator<'_> {
     async fn compensate(&self, effect: &Effect) -> Result<Compensated, String> {
         let compensation = effect.compensation.as_ref().ok_or_else(|| {
-            format!("{} has no compensation configured; undo it by hand", effect.tool)
+            format!(
+                "{} has no compensation configured; undo it by hand",
+                effect.tool
+            )
         })?;
         let args = Template::render(
             &compensation.args,
@@ -35,7 +38,12 @@ impl Compensator for UpstreamCompensator<'_> {
             .upstreams
             .tool(&compensation.tool)
             .await
-            .ok_or_else(|| format!("no upstream offers the compensating tool {:?}", compensation.tool))?;
+            .ok_or_else(|| {
+                format!(
+                    "no upstream offers the compensating tool {:?}",
+                    compensation.tool
+                )
+            })?;
         let conn = self.gateway.upstreams.connection(route.upstream);
         let mut params = CallToolRequestParams::new(route.name.clone());
         params.arguments = Some(args);

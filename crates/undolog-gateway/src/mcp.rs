@@ -11,9 +11,9 @@ use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
         GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, Reference,
-        ServerCapabilities, ServerConfig, SetLevelRequestParams,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities,
+        ServerConfig, SetLevelRequestParams,
     },
     service::RequestContext,
 };
@@ -58,13 +58,25 @@ impl McpFront {
     }
 
     /// The org and session of one request.
-    fn identify(&self, context: &RequestContext<RoleServer>) -> Result<(Principal, SessionId), ErrorData> {
+    fn identify(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Principal, SessionId), ErrorData> {
         let parts = context.extensions.get::<http::request::Parts>();
         let principal = match (&self.stdio_principal, parts) {
             (Some(principal), _) => principal.clone(),
-            (None, Some(parts)) => parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
-                ErrorData::internal_error("the request reached MCP without credentials", None)
-            })?,
+            (None, Some(parts)) => {
+                parts
+                    .extensions
+                    .get::<Principal>()
+                    .cloned()
+                    .ok_or_else(|| {
+                        ErrorData::internal_error(
+                            "the request reached MCP without credentials",
+                            None,
+                        )
+                    })?
+            }
             (None, None) => {
                 return Err(ErrorData::internal_error("no transport information", None));
             }
@@ -176,15 +188,22 @@ impl ServerHandler for McpFront {
         mut request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let route = self.gateway.upstreams.prompt(&request.name).await.ok_or_else(|| {
-            ErrorData::invalid_params(format!("no prompt named {:?}", request.name), None)
-        })?;
+        let route = self
+            .gateway
+            .upstreams
+            .prompt(&request.name)
+            .await
+            .ok_or_else(|| {
+                ErrorData::invalid_params(format!("no prompt named {:?}", request.name), None)
+            })?;
         let conn = self.gateway.upstreams.connection(route.upstream);
         request.name = route.name;
         let _ticket = conn.relay.register(context.peer.clone(), &mut request.meta);
-        conn.request(&context.ct, |peer| async move { peer.get_prompt_once(request).await })
-            .await
-            .map_err(upstream_error)
+        conn.request(&context.ct, |peer| async move {
+            peer.get_prompt_once(request).await
+        })
+        .await
+        .map_err(upstream_error)
     }
 
     async fn list_resources(
@@ -195,11 +214,16 @@ impl ServerHandler for McpFront {
         let mut all = Vec::new();
         for (index, conn) in self.gateway.upstreams.connections().iter().enumerate() {
             match conn
-                .request(&context.ct, |peer| async move { peer.list_all_resources().await })
+                .request(&context.ct, |peer| async move {
+                    peer.list_all_resources().await
+                })
                 .await
             {
                 Ok(resources) => {
-                    self.gateway.upstreams.note_resources(index, &resources).await;
+                    self.gateway
+                        .upstreams
+                        .note_resources(index, &resources)
+                        .await;
                     all.extend(resources);
                 }
                 Err(e) => tracing::debug!(upstream = %conn.name(), error = %e, "no resources"),
@@ -234,12 +258,19 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let mut last = None;
-        for index in self.gateway.upstreams.resource_candidates(&request.uri).await {
+        for index in self
+            .gateway
+            .upstreams
+            .resource_candidates(&request.uri)
+            .await
+        {
             let conn = self.gateway.upstreams.connection(index);
             let mut request = request.clone();
             let _ticket = conn.relay.register(context.peer.clone(), &mut request.meta);
             match conn
-                .request(&context.ct, |peer| async move { peer.read_resource_once(request).await })
+                .request(&context.ct, |peer| async move {
+                    peer.read_resource_once(request).await
+                })
                 .await
             {
                 Ok(found) => return Ok(found),
@@ -258,14 +289,25 @@ impl ServerHandler for McpFront {
     ) -> Result<CompleteResult, ErrorData> {
         let candidates = match &mut request.r#ref {
             Reference::Prompt(prompt) => {
-                let route = self.gateway.upstreams.prompt(&prompt.name).await.ok_or_else(|| {
-                    ErrorData::invalid_params(format!("no prompt named {:?}", prompt.name), None)
-                })?;
+                let route = self
+                    .gateway
+                    .upstreams
+                    .prompt(&prompt.name)
+                    .await
+                    .ok_or_else(|| {
+                        ErrorData::invalid_params(
+                            format!("no prompt named {:?}", prompt.name),
+                            None,
+                        )
+                    })?;
                 prompt.name = route.name;
                 vec![route.upstream]
             }
             Reference::Resource(resource) => {
-                self.gateway.upstreams.resource_candidates(&resource.uri).await
+                self.gateway
+                    .upstreams
+                    .resource_candidates(&resource.uri)
+                    .await
             }
             _ => (0..self.gateway.upstreams.connections().len()).collect(),
         };
@@ -274,7 +316,10 @@ impl ServerHandler for McpFront {
             let conn = self.gateway.upstreams.connection(index);
             let request = request.clone();
             match conn
-                .request(&context.ct, |peer| async move { peer.complete(request).await })
+                .request(
+                    &context.ct,
+                    |peer| async move { peer.complete(request).await },
+                )
                 .await
             {
                 Ok(done) => return Ok(done),
@@ -292,7 +337,10 @@ impl ServerHandler for McpFront {
         for conn in self.gateway.upstreams.connections() {
             let request = request.clone();
             let sent = conn
-                .request(&context.ct, |peer| async move { peer.set_level(request).await })
+                .request(
+                    &context.ct,
+                    |peer| async move { peer.set_level(request).await },
+                )
                 .await;
             if let Err(e) = sent {
                 tracing::debug!(upstream = %conn.name(), error = %e, "log level not set");

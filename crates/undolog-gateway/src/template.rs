@@ -98,7 +98,9 @@ fn walk(value: &Value, visit: &mut impl FnMut(&str) -> Result<(), String>) -> Re
 fn map(value: &Value, f: &impl Fn(&str) -> Result<Value, String>) -> Result<Value, String> {
     Ok(match value {
         Value::String(s) => f(s)?,
-        Value::Array(items) => Value::Array(items.iter().map(|v| map(v, f)).collect::<Result<_, _>>()?),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| map(v, f)).collect::<Result<_, _>>()?)
+        }
         Value::Object(obj) => Value::Object(
             obj.iter()
                 .map(|(k, v)| Ok((k.clone(), map(v, f)?)))
@@ -140,7 +142,8 @@ mod tests {
             let error = Template::check(&template).unwrap_err();
             assert!(error.contains(expected), "{error}");
         }
-        let error = Template::render(&json!("{{args.missing}}"), &json!({}), &json!({})).unwrap_err();
+        let error =
+            Template::render(&json!("{{args.missing}}"), &json!({}), &json!({})).unwrap_err();
         assert!(error.contains("names nothing"), "{error}");
     }
 }

@@ -433,7 +433,10 @@ pub async fn api_keys_are_found_by_hash_only(store: Arc<dyn Store>) {
     };
     store.insert_api_key(&key).await.unwrap();
     assert!(store.has_api_keys().await.unwrap());
-    assert_eq!(store.api_key_by_hash(&key.hash).await.unwrap(), Some(key.clone()));
+    assert_eq!(
+        store.api_key_by_hash(&key.hash).await.unwrap(),
+        Some(key.clone())
+    );
     assert_eq!(store.api_key_by_hash(&"cd".repeat(32)).await.unwrap(), None);
     let same_hash = ApiKey {
         id: "key_2".into(),

@@ -42,7 +42,9 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}; is another program using it?"))?;
-    eprintln!("undolog: MCP at http://{listen}/mcp — admin API at http://{listen}/v1, events at /events");
+    eprintln!(
+        "undolog: MCP at http://{listen}/mcp — admin API at http://{listen}/v1, events at /events"
+    );
     undolog_gateway::serve_http(gateway, listener, shutdown_signal()).await?;
     Ok(())
 }

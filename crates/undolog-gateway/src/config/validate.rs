@@ -65,7 +65,10 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         if !names.insert(upstream.name.clone()) {
             return Err(Error::key(
                 format!("upstreams[{i}].name"),
-                format!("{:?} is used twice; give each upstream its own name", upstream.name),
+                format!(
+                    "{:?} is used twice; give each upstream its own name",
+                    upstream.name
+                ),
             ));
         }
         upstreams.push(upstream);
@@ -161,7 +164,10 @@ fn upstream(i: usize, raw: RawUpstream) -> Result<UpstreamConfig, Error> {
         },
         (None, Some(command), None) => {
             if command.is_empty() {
-                return Err(Error::key(key("command"), "is empty; give the program to run"));
+                return Err(Error::key(
+                    key("command"),
+                    "is empty; give the program to run",
+                ));
             }
             UpstreamTransport::Stdio {
                 command: command.clone(),

@@ -18,7 +18,10 @@ use crate::{Error, Gateway, Principal, compensate::UpstreamCompensator};
 
 type Result<T> = std::result::Result<Json<T>, Error>;
 
-pub(crate) fn parse_id<T: std::str::FromStr>(what: &str, text: &str) -> std::result::Result<T, Error> {
+pub(crate) fn parse_id<T: std::str::FromStr>(
+    what: &str,
+    text: &str,
+) -> std::result::Result<T, Error> {
     text.parse()
         .map_err(|_| Error::BadRequest(format!("{text:?} is not a valid {what} id")))
 }
@@ -40,7 +43,9 @@ pub(crate) async fn session_effects(
     Path(id): Path<String>,
 ) -> Result<Vec<Effect>> {
     let id = session_id(&id)?;
-    Ok(Json(gateway.engine.session_effects(&principal.org, &id).await?))
+    Ok(Json(
+        gateway.engine.session_effects(&principal.org, &id).await?,
+    ))
 }
 
 pub(crate) async fn undo(
@@ -50,7 +55,12 @@ pub(crate) async fn undo(
 ) -> Result<UndoReport> {
     let id = session_id(&id)?;
     let compensator = UpstreamCompensator { gateway: &gateway };
-    Ok(Json(gateway.engine.undo(&principal.org, &id, &compensator).await?))
+    Ok(Json(
+        gateway
+            .engine
+            .undo(&principal.org, &id, &compensator)
+            .await?,
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -117,7 +127,9 @@ pub(crate) async fn deny(
     let reason = decision
         .reason
         .filter(|r| !r.trim().is_empty())
-        .ok_or_else(|| Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into()))?;
+        .ok_or_else(|| {
+            Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into())
+        })?;
     Ok(Json(
         gateway
             .engine
@@ -164,5 +176,7 @@ pub(crate) async fn resolve(
         .engine
         .resolve_in_doubt(&principal.org, id, resolution)
         .await?;
-    Ok(Json(json!({ "effect_id": id.to_string(), "resolved": true })))
+    Ok(Json(
+        json!({ "effect_id": id.to_string(), "resolved": true }),
+    ))
 }

@@ -18,9 +18,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = Error;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Error> {
-        let bytes = Bytes::from_request(request, state).await.map_err(|e| {
-            Error::BadRequest(format!("cannot read the request body: {e}"))
-        })?;
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|e| Error::BadRequest(format!("cannot read the request body: {e}")))?;
         parse(&bytes).map(JsonBody)
     }
 }

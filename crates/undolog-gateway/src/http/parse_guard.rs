@@ -35,5 +35,6 @@ pub(crate) async fn reject_unparsable(
         });
         return (StatusCode::BAD_REQUEST, Json(error)).into_response();
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }

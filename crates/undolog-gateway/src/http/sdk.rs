@@ -92,8 +92,13 @@ pub(crate) async fn commit(
     JsonBody(body): JsonBody<CommitBody>,
 ) -> Result<Json<Value>, Error> {
     let id: EffectId = parse_id("effect", &id)?;
-    gateway.engine.commit(&principal.org, id, body.result).await?;
-    Ok(Json(json!({"effect_id": id.to_string(), "state": "committed"})))
+    gateway
+        .engine
+        .commit(&principal.org, id, body.result)
+        .await?;
+    Ok(Json(
+        json!({"effect_id": id.to_string(), "state": "committed"}),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -110,5 +115,7 @@ pub(crate) async fn fail(
 ) -> Result<Json<Value>, Error> {
     let id: EffectId = parse_id("effect", &id)?;
     gateway.engine.fail(&principal.org, id, body.error).await?;
-    Ok(Json(json!({"effect_id": id.to_string(), "state": "failed"})))
+    Ok(Json(
+        json!({"effect_id": id.to_string(), "state": "failed"}),
+    ))
 }

@@ -23,11 +23,17 @@ use crate::{
 /// Why a request to an upstream got no usable answer. Messages name the upstream and what to do.
 #[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum UpstreamError {
-    #[error("upstream `{upstream}` cannot be reached: {reason}; check that it runs, it is retried on the next call")]
+    #[error(
+        "upstream `{upstream}` cannot be reached: {reason}; check that it runs, it is retried on the next call"
+    )]
     Unavailable { upstream: String, reason: String },
-    #[error("upstream `{upstream}` did not answer within {after:?}; the call may or may not have run there")]
+    #[error(
+        "upstream `{upstream}` did not answer within {after:?}; the call may or may not have run there"
+    )]
     TimedOut { upstream: String, after: Duration },
-    #[error("upstream `{upstream}` closed the connection before answering (it may have crashed); it is restarted on the next call")]
+    #[error(
+        "upstream `{upstream}` closed the connection before answering (it may have crashed); it is restarted on the next call"
+    )]
     Closed { upstream: String },
     #[error("upstream `{upstream}` answered with something that is not a valid MCP result")]
     Garbage { upstream: String },
@@ -125,8 +131,8 @@ impl Connection {
                         .map_err(|e| unavailable(format!("header {name}: {e}")))?;
                     custom.insert(name, value);
                 }
-                let config =
-                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
                 client
                     .serve(StreamableHttpClientTransport::from_config(config))
                     .await
@@ -160,7 +166,9 @@ impl Connection {
                 after: self.timeout,
             }),
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(ServiceError::McpError(error))) => Err(UpstreamError::Refused { upstream, error }),
+            Ok(Err(ServiceError::McpError(error))) => {
+                Err(UpstreamError::Refused { upstream, error })
+            }
             Ok(Err(ServiceError::UnexpectedResponse)) => Err(UpstreamError::Garbage { upstream }),
             Ok(Err(ServiceError::Timeout { timeout })) => Err(UpstreamError::TimedOut {
                 upstream,

@@ -96,7 +96,14 @@ impl Upstreams {
                 let exposed = self.exposed_name(index, &name, |n| catalog.tools.contains_key(n));
                 let mut item = tool;
                 item.name = exposed.clone().into();
-                catalog.tools.insert(exposed, Route { upstream: index, name, item });
+                catalog.tools.insert(
+                    exposed,
+                    Route {
+                        upstream: index,
+                        name,
+                        item,
+                    },
+                );
             }
             let prompts = prompts.unwrap_or_else(|| kept(&old.prompts, index));
             for prompt in prompts {
@@ -104,7 +111,14 @@ impl Upstreams {
                 let exposed = self.exposed_name(index, &name, |n| catalog.prompts.contains_key(n));
                 let mut item = prompt;
                 item.name = exposed.clone();
-                catalog.prompts.insert(exposed, Route { upstream: index, name, item });
+                catalog.prompts.insert(
+                    exposed,
+                    Route {
+                        upstream: index,
+                        name,
+                        item,
+                    },
+                );
             }
         }
         catalog.resources = old.resources;
@@ -129,7 +143,13 @@ impl Upstreams {
     }
 
     pub(crate) async fn prompts(&self) -> Vec<Route<Prompt>> {
-        self.catalog.read().await.prompts.values().cloned().collect()
+        self.catalog
+            .read()
+            .await
+            .prompts
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Finds a tool by its exposed name, listing the upstreams again once if it is unknown.

@@ -68,7 +68,9 @@ impl Relay {
         meta: &mut Option<RequestMetaObject>,
     ) -> Ticket {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let progress = meta.as_ref().and_then(RequestMetaObject::get_progress_token);
+        let progress = meta
+            .as_ref()
+            .and_then(RequestMetaObject::get_progress_token);
         if progress.is_some()
             && let Some(meta) = meta.as_mut()
         {

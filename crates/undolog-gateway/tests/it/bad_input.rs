@@ -9,7 +9,12 @@ use crate::harness::TestGateway;
 const MODERN: &str = "2026-07-28";
 
 /// A stateless 2026-07-28 request, with the headers and `_meta` that revision requires.
-async fn modern(gw: &TestGateway, method: &str, params: Value, headers: &[(&str, &str)]) -> (u16, String) {
+async fn modern(
+    gw: &TestGateway,
+    method: &str,
+    params: Value,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -64,10 +69,18 @@ fn no_internals(body: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_unknown_oversize_and_wrong_version_requests_get_the_specs_errors() {
     let gw = TestGateway::start("[limits]\nmax_body_bytes = 65536\n").await;
-    let cases: Vec<(&str, (u16, String), u16, Option<i64>)> = vec![
+    // (what, the answer, the HTTP status the spec names, the JSON-RPC code when there is one)
+    type Case = (&'static str, (u16, String), u16, Option<i64>);
+    let cases: Vec<Case> = vec![
         (
             "malformed JSON-RPC",
-            raw(&gw, "/mcp", "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ", &[("mcp-protocol-version", MODERN)]).await,
+            raw(
+                &gw,
+                "/mcp",
+                "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ",
+                &[("mcp-protocol-version", MODERN)],
+            )
+            .await,
             400,
             Some(-32700),
         ),
@@ -75,25 +88,41 @@ async fn malformed_unknown_oversize_and_wrong_version_requests_get_the_specs_err
             "unknown method",
             modern(&gw, "tools/frobnicate", json!({}), &[]).await,
             404, // 2026-07-28 maps method-not-found to HTTP 404
-
             Some(-32601),
         ),
         (
             "unknown tool",
-            modern(&gw, "tools/call", json!({"name": "no_such_tool", "arguments": {}}), &[]).await,
+            modern(
+                &gw,
+                "tools/call",
+                json!({"name": "no_such_tool", "arguments": {}}),
+                &[],
+            )
+            .await,
             200,
             Some(-32602),
         ),
         (
             "oversize body",
-            modern(&gw, "tools/call", json!({"name": "transfer", "arguments": {"pad": "x".repeat(70_000)}}), &[]).await,
+            modern(
+                &gw,
+                "tools/call",
+                json!({"name": "transfer", "arguments": {"pad": "x".repeat(70_000)}}),
+                &[],
+            )
+            .await,
             413,
             None,
         ),
         (
             "unsupported protocol version header",
-            raw(&gw, "/mcp", &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
-                &[("mcp-protocol-version", "1999-01-01")]).await,
+            raw(
+                &gw,
+                "/mcp",
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+                &[("mcp-protocol-version", "1999-01-01")],
+            )
+            .await,
             400,
             None,
         ),
@@ -107,7 +136,10 @@ async fn malformed_unknown_oversize_and_wrong_version_requests_get_the_specs_err
         }
     }
     let org = OrgId::new("default").unwrap();
-    assert!(gw.gateway.engine().sessions(&org).await.unwrap().is_empty(), "nothing recorded");
+    assert!(
+        gw.gateway.engine().sessions(&org).await.unwrap().is_empty(),
+        "nothing recorded"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,36 +149,88 @@ async fn rest_tool_call_refuses_bad_bodies_and_records_nothing() {
     for (what, body, headers, expected) in [
         ("not JSON", "{nope", &session[..], 400),
         ("no name", r#"{"arguments": {}}"#, &session[..], 400),
-        ("arguments not an object", r#"{"name": "transfer", "arguments": [1]}"#, &session[..], 400),
-        ("integer a double cannot carry", r#"{"name": "transfer", "arguments": {"amount": 12345678901234567890123}}"#, &session[..], 400),
-        ("no session header", r#"{"name": "get_balance", "arguments": {"account": "bob"}}"#, &[][..], 400),
-        ("unknown tool", r#"{"name": "nope", "arguments": {}}"#, &session[..], 404),
+        (
+            "arguments not an object",
+            r#"{"name": "transfer", "arguments": [1]}"#,
+            &session[..],
+            400,
+        ),
+        (
+            "integer a double cannot carry",
+            r#"{"name": "transfer", "arguments": {"amount": 12345678901234567890123}}"#,
+            &session[..],
+            400,
+        ),
+        (
+            "no session header",
+            r#"{"name": "get_balance", "arguments": {"account": "bob"}}"#,
+            &[][..],
+            400,
+        ),
+        (
+            "unknown tool",
+            r#"{"name": "nope", "arguments": {}}"#,
+            &session[..],
+            404,
+        ),
     ] {
         let (status, answer) = raw(&gw, "/mcp/tool_call", body, headers).await;
         assert_eq!(status, expected, "{what}: {answer}");
         no_internals(&answer);
-        let error: Value = serde_json::from_str(&answer).unwrap_or_else(|_| panic!("{what}: {answer}"));
-        assert!(error["error"].as_str().is_some_and(|e| !e.is_empty()), "{what}: {answer}");
+        let error: Value =
+            serde_json::from_str(&answer).unwrap_or_else(|_| panic!("{what}: {answer}"));
+        assert!(
+            error["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{what}: {answer}"
+        );
     }
     let org = OrgId::new("default").unwrap();
-    assert!(gw.gateway.engine().sessions(&org).await.unwrap().is_empty(), "nothing recorded");
+    assert!(
+        gw.gateway.engine().sessions(&org).await.unwrap().is_empty(),
+        "nothing recorded"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_a_key_exists_missing_or_wrong_credentials_are_refused_and_orgs_stay_apart() {
     let gw = TestGateway::start("").await;
-    let acme = undolog_gateway::create_key(&**gw.gateway.store(), OrgId::new("acme").unwrap(), None)
-        .await
-        .unwrap();
+    let acme =
+        undolog_gateway::create_key(&**gw.gateway.store(), OrgId::new("acme").unwrap(), None)
+            .await
+            .unwrap();
     let body = r#"{"name": "get_balance", "arguments": {"account": "bob"}}"#;
     let session = ("x-undolog-session-id", "s-1");
     let bearer = format!("Bearer {}", acme.secret);
     for (what, headers, expected) in [
         ("no credentials", vec![session], 401),
-        ("unknown key", vec![session, ("authorization", "Bearer ul_00000000_feed")], 401),
-        ("not a bearer", vec![session, ("authorization", "Basic abc")], 401),
-        ("org header disagrees", vec![session, ("authorization", &bearer), ("x-undolog-org-id", "other")], 403),
-        ("a good key", vec![session, ("authorization", &bearer), ("x-undolog-org-id", "acme")], 200),
+        (
+            "unknown key",
+            vec![session, ("authorization", "Bearer ul_00000000_feed")],
+            401,
+        ),
+        (
+            "not a bearer",
+            vec![session, ("authorization", "Basic abc")],
+            401,
+        ),
+        (
+            "org header disagrees",
+            vec![
+                session,
+                ("authorization", &bearer),
+                ("x-undolog-org-id", "other"),
+            ],
+            403,
+        ),
+        (
+            "a good key",
+            vec![
+                session,
+                ("authorization", &bearer),
+                ("x-undolog-org-id", "acme"),
+            ],
+            200,
+        ),
     ] {
         let (status, answer) = raw(&gw, "/mcp/tool_call", body, &headers).await;
         assert_eq!(status, expected, "{what}: {answer}");
@@ -154,13 +238,27 @@ async fn once_a_key_exists_missing_or_wrong_credentials_are_refused_and_orgs_sta
     }
     let (status, _) = modern(&gw, "tools/list", json!({}), &[]).await;
     assert_eq!(status, 401, "MCP needs the key too");
-    let (status, listed) = modern(&gw, "tools/list", json!({}), &[("authorization", &bearer)]).await;
+    let (status, listed) =
+        modern(&gw, "tools/list", json!({}), &[("authorization", &bearer)]).await;
     assert_eq!(status, 200, "{listed}");
 
     // The call landed in acme's log, and the default org sees nothing of it.
     let engine = gw.gateway.engine();
-    assert_eq!(engine.sessions(&OrgId::new("acme").unwrap()).await.unwrap().len(), 1);
-    assert!(engine.sessions(&OrgId::new("default").unwrap()).await.unwrap().is_empty());
+    assert_eq!(
+        engine
+            .sessions(&OrgId::new("acme").unwrap())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        engine
+            .sessions(&OrgId::new("default").unwrap())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,8 +5,8 @@ use serde_json::json;
 use crate::harness::{BANK_TOOLS, Bank, Client, TestGateway, fixtures, undolog_meta};
 
 async fn gateway_for(bank: &Bank, memory_file: &std::path::Path) -> TestGateway {
-    let node_server = fixtures()
-        .join("npm/node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+    let node_server =
+        fixtures().join("npm/node_modules/@modelcontextprotocol/server-memory/dist/index.js");
     TestGateway::start(&format!(
         r#"
 [[upstreams]]
@@ -47,12 +47,23 @@ async fn python_clients_of_both_generations_reach_an_http_and_a_stdio_upstream()
         assert_eq!(client.protocol, protocol, "{who}");
         let tools = client.list_tools().await;
         for expected in ["transfer", "get_balance", "create_entities", "read_graph"] {
-            assert!(tools.iter().any(|t| t == expected), "{who}: {expected} missing from {tools:?}");
+            assert!(
+                tools.iter().any(|t| t == expected),
+                "{who}: {expected} missing from {tools:?}"
+            );
         }
 
-        let balance = client.call("get_balance", json!({"account": "alice"})).await;
-        assert_eq!(balance["structuredContent"]["balance"], 100, "{who}: {balance}");
-        assert!(undolog_meta(&balance).0.is_some(), "{who}: no effect id on {balance}");
+        let balance = client
+            .call("get_balance", json!({"account": "alice"}))
+            .await;
+        assert_eq!(
+            balance["structuredContent"]["balance"], 100,
+            "{who}: {balance}"
+        );
+        assert!(
+            undolog_meta(&balance).0.is_some(),
+            "{who}: no effect id on {balance}"
+        );
 
         let entity = format!("entity-{who}");
         let created = client

@@ -17,20 +17,62 @@ fn load(toml: &str) -> Result<GatewayConfig, String> {
 fn each_mistake_names_its_key_and_the_fix() {
     for (toml, key, fix) in [
         ("listen = \"localhost\"", "`listen`", "IP:PORT"),
-        ("listen_addr = \"127.0.0.1:1\"", "listen_addr", "unknown field"),
-        ("[approvals]\nmode = \"wait\"", "`approvals.mode`", "\"hold\" or \"defer\""),
-        ("default_tier = \"safe\"", "`default_tier`", "read_only, compensable or irreversible"),
+        (
+            "listen_addr = \"127.0.0.1:1\"",
+            "listen_addr",
+            "unknown field",
+        ),
+        (
+            "[approvals]\nmode = \"wait\"",
+            "`approvals.mode`",
+            "\"hold\" or \"defer\"",
+        ),
+        (
+            "default_tier = \"safe\"",
+            "`default_tier`",
+            "read_only, compensable or irreversible",
+        ),
         ("store = \"mysql://x\"", "`store`", "sqlite://"),
-        ("[[upstreams]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://y\"", "`upstreams[0]`", "exactly one of"),
-        ("[[upstreams]]\ncommand = \"x\"", "`upstreams[0].name`", "name each upstream"),
-        ("[[upstreams]]\nname = \"a\"\nurl = \"ftp://y\"", "`upstreams[0].url`", "http://HOST:PORT/mcp"),
-        ("[tools.t]\ntier = \"read_only\"\ncompensation = { tool = \"u\" }", "`tools.t.compensation`", "compensable"),
-        ("[tools.t]\ncompensation = { tool = \"u\", args = { a = \"{{env.HOME}}\" } }", "`tools.t.compensation.args`", "args. or result."),
-        ("[limits]\nupstream_timeout_secs = 0", "`limits.upstream_timeout_secs`", "greater than zero"),
+        (
+            "[[upstreams]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://y\"",
+            "`upstreams[0]`",
+            "exactly one of",
+        ),
+        (
+            "[[upstreams]]\ncommand = \"x\"",
+            "`upstreams[0].name`",
+            "name each upstream",
+        ),
+        (
+            "[[upstreams]]\nname = \"a\"\nurl = \"ftp://y\"",
+            "`upstreams[0].url`",
+            "http://HOST:PORT/mcp",
+        ),
+        (
+            "[tools.t]\ntier = \"read_only\"\ncompensation = { tool = \"u\" }",
+            "`tools.t.compensation`",
+            "compensable",
+        ),
+        (
+            "[tools.t]\ncompensation = { tool = \"u\", args = { a = \"{{env.HOME}}\" } }",
+            "`tools.t.compensation.args`",
+            "args. or result.",
+        ),
+        (
+            "[limits]\nupstream_timeout_secs = 0",
+            "`limits.upstream_timeout_secs`",
+            "greater than zero",
+        ),
     ] {
         let error = load(toml).expect_err(toml);
-        assert!(error.contains(key), "{toml}\n→ {error}\n(wanted the key {key})");
-        assert!(error.contains(fix), "{toml}\n→ {error}\n(wanted the fix {fix})");
+        assert!(
+            error.contains(key),
+            "{toml}\n→ {error}\n(wanted the key {key})"
+        );
+        assert!(
+            error.contains(fix),
+            "{toml}\n→ {error}\n(wanted the fix {fix})"
+        );
     }
 }
 

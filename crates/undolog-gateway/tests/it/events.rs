@@ -30,8 +30,12 @@ async fn next_events(response: reqwest::Response, wanted: usize) -> Vec<String> 
 async fn events_arrive_live_and_only_for_the_callers_org() {
     let gw = TestGateway::start("").await;
     let store = gw.gateway.store();
-    let acme = undolog_gateway::create_key(&**store, OrgId::new("acme").unwrap(), None).await.unwrap();
-    let globex = undolog_gateway::create_key(&**store, OrgId::new("globex").unwrap(), None).await.unwrap();
+    let acme = undolog_gateway::create_key(&**store, OrgId::new("acme").unwrap(), None)
+        .await
+        .unwrap();
+    let globex = undolog_gateway::create_key(&**store, OrgId::new("globex").unwrap(), None)
+        .await
+        .unwrap();
     let subscribe = |secret: String| {
         let request = gw
             .http

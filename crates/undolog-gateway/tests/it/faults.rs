@@ -42,26 +42,50 @@ tier = "read_only"
         fixture("garbage_server.py").display().to_string(),
     ))
     .await;
-    let mut client =
-        Client::connect("mcp2", "legacy", &gw.mcp_url(), &["X-UndoLog-Session-Id: faults"]).await;
+    let mut client = Client::connect(
+        "mcp2",
+        "legacy",
+        &gw.mcp_url(),
+        &["X-UndoLog-Session-Id: faults"],
+    )
+    .await;
     let tools = client.list_tools().await;
-    assert!(tools.contains(&"httpbank__transfer".to_owned()), "a colliding name gets its upstream's prefix: {tools:?}");
+    assert!(
+        tools.contains(&"httpbank__transfer".to_owned()),
+        "a colliding name gets its upstream's prefix: {tools:?}"
+    );
 
     let crashed = client.call("crash", json!({})).await;
     assert_eq!(crashed["isError"], true, "{crashed}");
-    assert!(text(&crashed).contains("stdiobank"), "the error names the upstream: {crashed}");
+    assert!(
+        text(&crashed).contains("stdiobank"),
+        "the error names the upstream: {crashed}"
+    );
 
-    let restarted = client.call("get_balance", json!({"account": "alice"})).await;
-    assert_eq!(restarted["structuredContent"]["balance"], 100, "restarted: {restarted}");
+    let restarted = client
+        .call("get_balance", json!({"account": "alice"}))
+        .await;
+    assert_eq!(
+        restarted["structuredContent"]["balance"], 100,
+        "restarted: {restarted}"
+    );
 
     let hung = client.start_call("hang", json!({"seconds": 30})).await;
     let started = std::time::Instant::now();
-    let other = client.call("httpbank__get_balance", json!({"account": "bob"})).await;
+    let other = client
+        .call("httpbank__get_balance", json!({"account": "bob"}))
+        .await;
     assert_eq!(other["structuredContent"]["balance"], 0, "{other}");
-    assert!(started.elapsed() < Duration::from_secs(3), "the other upstream answered meanwhile");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the other upstream answered meanwhile"
+    );
     let hung = client.answer(hung).await;
     assert_eq!(hung["ok"]["isError"], true, "{hung}");
-    assert!(text(&hung["ok"]).contains("did not answer within"), "{hung}");
+    assert!(
+        text(&hung["ok"]).contains("did not answer within"),
+        "{hung}"
+    );
 
     let garbage = client.call("garbage", json!({})).await;
     assert_eq!(garbage["isError"], true, "{garbage}");

@@ -21,7 +21,9 @@ pub(crate) fn repo() -> PathBuf {
 }
 
 pub(crate) fn fixture(name: &str) -> PathBuf {
-    repo().join("crates/undolog-gateway/tests/fixtures").join(name)
+    repo()
+        .join("crates/undolog-gateway/tests/fixtures")
+        .join(name)
 }
 
 /// The venvs and npm packages of tests/fixtures/setup.sh, installed once per test run.
@@ -35,7 +37,10 @@ pub(crate) fn fixtures() -> &'static Path {
             .stdout(Stdio::null())
             .status()
             .expect("bash runs");
-        assert!(status.success(), "tests/fixtures/setup.sh failed; run it by hand to see why");
+        assert!(
+            status.success(),
+            "tests/fixtures/setup.sh failed; run it by hand to see why"
+        );
         dir
     })
 }
@@ -141,7 +146,10 @@ impl TestGateway {
         let config = GatewayConfig::load(&ConfigSource {
             file: Some(file),
             listen: Some("127.0.0.1:0".into()),
-            store: Some(format!("sqlite://{}", dir.path().join("undolog.db").display())),
+            store: Some(format!(
+                "sqlite://{}",
+                dir.path().join("undolog.db").display()
+            )),
         })
         .unwrap_or_else(|e| panic!("{e}"));
         let gateway = Gateway::build(config).await.unwrap();
@@ -170,8 +178,17 @@ impl TestGateway {
     }
 
     pub(crate) async fn get(&self, path: &str) -> Value {
-        let response = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
-        assert!(response.status().is_success(), "GET {path}: {}", response.status());
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "GET {path}: {}",
+            response.status()
+        );
         response.json().await.unwrap()
     }
 

@@ -32,8 +32,13 @@ async fn the_same_transfer_twice_moves_money_once_and_the_second_answer_says_rep
     let gw = gateway(&bank, "").await;
     let args = json!({"from_account": "alice", "to_account": "bob", "amount": 10});
     // A modern (stateless) client names its session; a legacy one gets its MCP session.
-    let mut modern =
-        Client::connect("mcp2", "modern", &gw.mcp_url(), &["X-UndoLog-Session-Id: run-1"]).await;
+    let mut modern = Client::connect(
+        "mcp2",
+        "modern",
+        &gw.mcp_url(),
+        &["X-UndoLog-Session-Id: run-1"],
+    )
+    .await;
     let mut legacy = Client::connect("mcp1", "legacy", &gw.mcp_url(), &[]).await;
     for client in [&mut modern, &mut legacy] {
         let first = client.call("transfer", args.clone()).await;
@@ -55,24 +60,38 @@ async fn send_email_is_held_until_approved_and_a_denial_reaches_the_client_with_
     let mut client = Client::connect("mcp2", "legacy", &gw.mcp_url(), &[]).await;
 
     let held = client
-        .start_call("send_email", json!({"to": "boss@example.com", "subject": "approve me"}))
+        .start_call(
+            "send_email",
+            json!({"to": "boss@example.com", "subject": "approve me"}),
+        )
         .await;
     let approval = gw.pending_approval().await;
-    assert!(bank.ledger().await.is_empty(), "nothing runs before the decision");
+    assert!(
+        bank.ledger().await.is_empty(),
+        "nothing runs before the decision"
+    );
     let id = approval["id"].as_str().unwrap();
-    let (status, _) = gw.post(&format!("/v1/approvals/{id}/approve"), json!({})).await;
+    let (status, _) = gw
+        .post(&format!("/v1/approvals/{id}/approve"), json!({}))
+        .await;
     assert_eq!(status, 200);
     let sent = client.answer(held).await;
     assert_ne!(sent["ok"]["isError"], true, "{sent}");
     assert_eq!(sent["ok"]["structuredContent"]["sent"], true, "{sent}");
 
     let held = client
-        .start_call("send_email", json!({"to": "all@example.com", "subject": "spam"}))
+        .start_call(
+            "send_email",
+            json!({"to": "all@example.com", "subject": "spam"}),
+        )
         .await;
     let approval = gw.pending_approval().await;
     let id = approval["id"].as_str().unwrap();
     let (status, _) = gw
-        .post(&format!("/v1/approvals/{id}/deny"), json!({"reason": "not to everyone"}))
+        .post(
+            &format!("/v1/approvals/{id}/deny"),
+            json!({"reason": "not to everyone"}),
+        )
         .await;
     assert_eq!(status, 200);
     let denied = client.answer(held).await;
@@ -85,18 +104,30 @@ async fn send_email_is_held_until_approved_and_a_denial_reaches_the_client_with_
         .into_iter()
         .filter(|op| op["op"] == "send_email")
         .collect();
-    assert_eq!(emails.len(), 1, "only the approved mail went out: {emails:?}");
+    assert_eq!(
+        emails.len(),
+        1,
+        "only the approved mail went out: {emails:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undoing_three_transfers_runs_three_reverse_transfers_newest_first() {
     let bank = Bank::start().await;
     let gw = gateway(&bank, "").await;
-    let mut client =
-        Client::connect("mcp2", "modern", &gw.mcp_url(), &["X-UndoLog-Session-Id: undo-me"]).await;
+    let mut client = Client::connect(
+        "mcp2",
+        "modern",
+        &gw.mcp_url(),
+        &["X-UndoLog-Session-Id: undo-me"],
+    )
+    .await;
     for amount in [1, 2, 3] {
         let done = client
-            .call("transfer", json!({"from_account": "alice", "to_account": "bob", "amount": amount}))
+            .call(
+                "transfer",
+                json!({"from_account": "alice", "to_account": "bob", "amount": amount}),
+            )
             .await;
         assert_ne!(done["isError"], true, "{done}");
     }
@@ -108,7 +139,11 @@ async fn undoing_three_transfers_runs_three_reverse_transfers_newest_first() {
     let expected: Vec<(String, String, i64)> = [1, 2, 3]
         .iter()
         .map(|a| ("alice".to_owned(), "bob".to_owned(), *a))
-        .chain([3, 2, 1].iter().map(|a| ("bob".to_owned(), "alice".to_owned(), *a)))
+        .chain(
+            [3, 2, 1]
+                .iter()
+                .map(|a| ("bob".to_owned(), "alice".to_owned(), *a)),
+        )
         .collect();
     assert_eq!(forward_then_back, expected);
     let sessions = gw.get("/v1/sessions").await;
@@ -121,7 +156,11 @@ async fn undoing_three_transfers_runs_three_reverse_transfers_newest_first() {
     assert_eq!(session["state"], "compensated");
     let effects = gw.get("/v1/sessions/undo-me/effects").await;
     assert!(
-        effects.as_array().unwrap().iter().all(|e| e["state"] == "compensated"),
+        effects
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["state"] == "compensated"),
         "{effects}"
     );
 }
