@@ -7,4 +7,5 @@ mod config;
 mod events;
 mod faults;
 mod harness;
+mod rest_and_sdk;
 mod semantics;

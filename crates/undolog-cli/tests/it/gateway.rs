@@ -1,0 +1,221 @@
+//! `undolog serve`, `undolog stdio` and `undolog keys`, run as a user runs them.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The Python fixtures of the gateway's tests (official `mcp` SDK in a venv).
+fn fixtures() -> PathBuf {
+    let dir = repo().join("target/fixtures");
+    let status = Command::new("bash")
+        .arg(repo().join("crates/undolog-gateway/tests/fixtures/setup.sh"))
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "tests/fixtures/setup.sh failed");
+    dir
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_healthy(base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(out) = Command::new("curl")
+            .args(["-sf", &format!("{base}/healthz")])
+            .output()
+            && out.status.success()
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the gateway did not come up at {base}");
+}
+
+fn curl_json(args: &[&str]) -> Value {
+    let out = Command::new("curl")
+        .args(["-s"])
+        .args(args)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn serve_with_no_configuration_runs_the_demo_bank_and_keys_close_open_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("undolog.db").display());
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let gateway = Killed(
+        Command::new(env!("CARGO_BIN_EXE_undolog"))
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--store",
+                &store,
+            ])
+            .current_dir(dir.path())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_healthy(&base);
+    let url = format!("{base}/mcp/tool_call");
+    let body = r#"{"name": "transfer", "arguments": {"from_account": "alice", "to_account": "bob", "amount": 5}}"#;
+    let call = |extra: &[&str]| {
+        let mut args = vec![
+            "-X",
+            "POST",
+            "-H",
+            "X-UndoLog-Session-Id: cli-1",
+            "-d",
+            body,
+        ];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        curl_json(&args)
+    };
+    assert_eq!(call(&[])["outcome"], "executed");
+    assert_eq!(call(&[])["outcome"], "replayed");
+
+    let created = Command::new(env!("CARGO_BIN_EXE_undolog"))
+        .args(["keys", "create", "--org", "acme", "--store", &store])
+        .output()
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let key = String::from_utf8(created.stdout).unwrap().trim().to_owned();
+    assert!(key.starts_with("ul_"), "{key}");
+    let refused = call(&[]);
+    assert!(
+        refused["error"].as_str().unwrap().contains("API key"),
+        "{refused}"
+    );
+    let bearer = format!("Authorization: Bearer {key}");
+    assert_eq!(
+        call(&["-H", &bearer])["outcome"],
+        "executed",
+        "a new org's first call runs"
+    );
+    drop(gateway);
+}
+
+#[test]
+fn serve_refuses_a_public_address_without_keys_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_undolog"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--store"])
+        .arg(format!("sqlite://{}", dir.path().join("u.db").display()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no API keys exist"), "{stderr}");
+}
+
+#[test]
+fn serve_stops_on_an_invalid_configuration_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[approvals]\nmode = \"later\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_undolog"))
+        .args(["serve", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("approvals.mode") && stderr.contains("\"hold\" or \"defer\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_stdio_client_spawns_undolog_stdio_and_calls_tools_through_it() {
+    let fixtures = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "{} stdio --store sqlite://{}",
+        env!("CARGO_BIN_EXE_undolog"),
+        dir.path().join("stdio.db").display()
+    );
+    let mut client = Killed(
+        Command::new(fixtures.join("mcp2/bin/python"))
+            .arg(repo().join("crates/undolog-gateway/tests/fixtures/client.py"))
+            .args(["--command", &command, "--mode", "legacy"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = client.0.stdin.take().unwrap();
+    let args = json!({"from_account": "alice", "to_account": "bob", "amount": 3});
+    for (id, op) in [
+        (1, json!({"op": "list_tools"})),
+        (
+            2,
+            json!({"op": "call_tool", "name": "transfer", "arguments": args}),
+        ),
+        (
+            3,
+            json!({"op": "call_tool", "name": "transfer", "arguments": args}),
+        ),
+    ] {
+        let mut op = op;
+        op["id"] = json!(id);
+        writeln!(stdin, "{op}").unwrap();
+    }
+    drop(stdin);
+    let lines: Vec<Value> = BufReader::new(client.0.stdout.take().unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    let answer = |id: u64| {
+        lines
+            .iter()
+            .find(|l| l["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id}: {lines:?}"))["ok"]
+            .clone()
+    };
+    assert_eq!(answer(1), json!(["get_balance", "send_email", "transfer"]));
+    // The client runs both calls at once: the engine lets one run and replays it to the other.
+    let replayed = |id| answer(id)["_meta"]["io.undolog/replayed"] == json!(true);
+    assert!(replayed(2) != replayed(3), "{} / {}", answer(2), answer(3));
+    assert_eq!(
+        answer(2)["structuredContent"],
+        answer(3)["structuredContent"]
+    );
+}
