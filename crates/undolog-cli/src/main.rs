@@ -24,6 +24,9 @@ enum Command {
     /// Manage API keys.
     #[command(subcommand)]
     Keys(commands::keys::KeysCommand),
+    /// Serve the built-in demo bank alone, as a plain MCP server (for benchmarks).
+    #[command(hide = true)]
+    DemoBank(commands::demo_bank::Args),
     /// Walk through the engine on the embedded store and print what happens.
     Demo(commands::demo::Args),
     /// Print the signature of a call (how other languages check parity).
@@ -40,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => commands::serve::serve(args).await,
         Command::Stdio(source) => commands::serve::stdio(source).await,
         Command::Keys(command) => commands::keys::run(command).await,
+        Command::DemoBank(args) => commands::demo_bank::run(args).await,
         Command::Demo(args) => commands::demo::run(args).await,
         Command::Signature(args) => commands::signature::run(&args),
     }

@@ -157,3 +157,33 @@ impl ServerHandler for DemoBank {
         .into())
     }
 }
+
+impl DemoBank {
+    /// Serves the bank alone, as an ordinary Streamable HTTP MCP server at `/mcp` (a standalone
+    /// upstream for benchmarks and experiments).
+    pub async fn serve_http(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        use axum::serve::ListenerExt;
+        use rmcp::transport::streamable_http_server::{
+            StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+        };
+        let service = StreamableHttpService::new(
+            move || Ok(self.clone()),
+            LocalSessionManager::default().into(),
+            StreamableHttpServerConfig::default(),
+        );
+        let router = axum::Router::new().route_service("/mcp", service);
+        let listener = listener.tap_io(|tcp| drop(tcp.set_nodelay(true)));
+        axum::serve(listener, router).await
+    }
+
+    /// Serves the bank alone on stdin/stdout.
+    pub async fn serve_stdio(self) -> std::io::Result<()> {
+        use rmcp::ServiceExt;
+        let running = self
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(std::io::Error::other)?;
+        running.waiting().await.map_err(std::io::Error::other)?;
+        Ok(())
+    }
+}
