@@ -109,7 +109,14 @@ impl PostgresStore {
             .await
             .map_err(|_| unreachable(format!("no answer within {:?}", options.acquire_timeout)))?
             .map_err(|e| unreachable(e.to_string()))?;
-        migrate::apply(&mut conn).await?;
+        migrate::apply(&mut conn).await.map_err(|e| match e {
+            Error::Database(e) => open_error(format!(
+                "the schema could not be set up ({e}); the user in the URL must own the database \
+                 and be able to create the role {APP_ROLE} and SET ROLE to it (CREATEROLE), or a \
+                 superuser runs once: CREATE ROLE {APP_ROLE} NOLOGIN; GRANT {APP_ROLE} TO <user>"
+            )),
+            other => other,
+        })?;
         migrate::check_app_role(&mut conn, &shown).await?;
         sqlx::Connection::close(conn).await?;
 

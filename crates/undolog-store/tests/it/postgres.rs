@@ -39,27 +39,57 @@ async fn connect(url: &str) -> PgConnection {
 #[derive(Debug)]
 struct TestDb {
     name: String,
-    /// The URL of this database.
+    /// The URL of this database, as the user that owns it.
     url: String,
+    /// A login role made for this test to own the database, dropped with it.
+    owner_role: Option<String>,
+}
+
+/// A name no other test run uses.
+fn unique_name(prefix: &str) -> String {
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    )
+}
+
+/// Runs one statement as the server's admin user.
+async fn admin(sql: String) {
+    let mut admin = connect(&server_url()).await;
+    sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    admin.close().await.ok();
 }
 
 impl TestDb {
+    /// A database owned by the server's user (a superuser on the test machine).
     async fn create() -> TestDb {
-        let server = server_url();
-        let name = format!(
-            "undolog_test_{}_{}",
-            std::process::id(),
-            uuid::Uuid::now_v7().simple()
-        );
-        let mut admin = connect(&server).await;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-            .execute(&mut admin)
-            .await
-            .expect("the test user may create databases");
-        admin.close().await.ok();
+        let name = unique_name("undolog_test");
+        admin(format!("CREATE DATABASE \"{name}\"")).await;
         TestDb {
-            url: with_database(&server, &name),
+            url: with_database(&server_url(), &name),
             name,
+            owner_role: None,
+        }
+    }
+
+    /// A database owned by a new login role that is no superuser and has `attributes`
+    /// (`CREATEROLE`, or nothing), as on a managed PostgreSQL.
+    async fn create_owned_by_new_role(attributes: &str) -> TestDb {
+        let role = unique_name("undolog_test_owner");
+        admin(format!("CREATE ROLE \"{role}\" LOGIN {attributes}")).await;
+        let name = unique_name("undolog_test");
+        admin(format!("CREATE DATABASE \"{name}\" OWNER \"{role}\"")).await;
+        let server = with_database(&server_url(), &name);
+        let (scheme, rest) = server.split_once("://").expect("a postgres:// URL");
+        let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+        TestDb {
+            url: format!("{scheme}://{role}@{host}"),
+            name,
+            owner_role: Some(role),
         }
     }
 
@@ -76,7 +106,8 @@ impl TestDb {
         }
     }
 
-    /// A connection as the database's owner, which bypasses row-level security (superuser).
+    /// A connection as the database's owner (for [`TestDb::create`], a superuser, which bypasses
+    /// row-level security).
     async fn owner(&self) -> PgConnection {
         connect(&self.url).await
     }
@@ -85,7 +116,7 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         // Drop runs inside the test's runtime, which cannot be blocked on: use a thread of its own.
-        let (server, name) = (server_url(), self.name.clone());
+        let (server, name, role) = (server_url(), self.name.clone(), self.owner_role.clone());
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -96,8 +127,14 @@ impl Drop for TestDb {
                 let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
                 sqlx::query(sqlx::AssertSqlSafe(sql))
                     .execute(&mut admin)
-                    .await
-                    .map(drop)
+                    .await?;
+                if let Some(role) = role {
+                    let sql = format!("DROP ROLE IF EXISTS \"{role}\"");
+                    sqlx::query(sqlx::AssertSqlSafe(sql))
+                        .execute(&mut admin)
+                        .await?;
+                }
+                Ok::<(), sqlx::Error>(())
             })
         })
         .join();

@@ -128,3 +128,20 @@ fn postgres_urls_hide_their_password_and_say_what_to_write() {
     let err = "mysql://x".parse::<StoreUrl>().unwrap_err().to_string();
     assert!(err.contains("postgres://"), "{err}");
 }
+
+#[tokio::test]
+async fn an_owner_that_cannot_use_the_application_role_is_told_what_to_run() {
+    let db = TestDb::create_owned_by_new_role("NOCREATEROLE").await;
+    // The migration of another database has already created the role (the suite's first one).
+    drop(TestDb::create().await.open().await);
+    let err = PostgresStore::open(db.options()).await.unwrap_err();
+    assert!(matches!(err, Error::Open { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("GRANT undolog_app TO <user>"), "{message}");
+
+    // Once a superuser has granted the role, the owner migrates and opens the store by itself.
+    let role = db.owner_role.clone().unwrap();
+    super::admin(format!("GRANT undolog_app TO \"{role}\"")).await;
+    let store = PostgresStore::open(db.options()).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), 2);
+}

@@ -368,3 +368,34 @@ async fn store_transactions_run_as_the_application_role() {
         .collect();
     assert_eq!(ids, vec!["shown".to_owned()]);
 }
+
+/// On a managed PostgreSQL the owner is no superuser, so the forced policies bind it too: the
+/// store must still work, API keys included (their functions run as the owner).
+#[tokio::test]
+async fn an_owner_that_is_no_superuser_runs_the_store_under_the_same_policies() {
+    let db = TestDb::create_owned_by_new_role("CREATEROLE").await;
+    let store = db.open().await;
+    let (effect, _) = seed(&store, "orgA").await;
+    let key = ApiKey {
+        id: "key_a".into(),
+        org: OrgId::new("orgA").unwrap(),
+        hash: "cd".repeat(32),
+        label: Some("ci".into()),
+        created_at: Timestamp(1),
+    };
+    store.insert_api_key(&key).await.unwrap();
+    assert!(store.has_api_keys().await.unwrap());
+    assert_eq!(store.api_key_by_hash(&key.hash).await.unwrap(), Some(key));
+    let mut tx = store.begin(&OrgId::new("orgA").unwrap()).await.unwrap();
+    assert_eq!(
+        tx.effect(effect.id).await.unwrap().map(|e| e.id),
+        Some(effect.id)
+    );
+    drop(tx);
+
+    // FORCE: the owner itself, with no org named, sees no org's rows.
+    let mut owner = db.owner().await;
+    for table in ORG_TABLES {
+        assert_eq!(count(&mut owner, table).await, 0, "the owner reads {table}");
+    }
+}
