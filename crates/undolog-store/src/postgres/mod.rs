@@ -1,10 +1,11 @@
 //! The shared backend: PostgreSQL, for several gateways over one log.
 //!
-//! Every transaction runs at READ COMMITTED as the application role [`PostgresStore::APP_ROLE`], with the org in
-//! the setting `app.org_id`; both are set with `set_config(…, true)`, so they end with the
-//! transaction and a connection carries nothing from one transaction to the next (PgBouncer's
-//! transaction pooling is fine). Row-level security, forced on every table that holds org data,
-//! confines the role to that org: a query that forgets its `WHERE org = …` still sees one org.
+//! Every transaction runs at READ COMMITTED as the application role [`PostgresStore::APP_ROLE`],
+//! with the org in the setting `app.org_id`; both are set with `set_config(…, true)`, so they end
+//! with the transaction and a connection carries nothing from one transaction to the next
+//! (PgBouncer's transaction pooling works, given its `max_prepared_statements`, since sqlx
+//! prepares statements). Row-level security, forced on every table that holds org data, confines
+//! the role to that org: a query that forgets its `WHERE org = …` still sees one org.
 //!
 //! Concurrency: [`crate::Tx::lock`] takes a transaction-scoped advisory lock, and
 //! [`crate::Tx::session`] locks the session row (`FOR UPDATE`), so a read-modify-write of a
@@ -76,7 +77,7 @@ pub struct PostgresStore {
     pool: PgPool,
 }
 
-/// The role every transaction of the store runs as.
+/// Shorthand for [`PostgresStore::APP_ROLE`].
 const APP_ROLE: &str = PostgresStore::APP_ROLE;
 
 impl PostgresStore {
@@ -99,7 +100,7 @@ impl PostgresStore {
         })?;
         let unreachable = |why: String| {
             open_error(format!(
-                "PostgreSQL did not answer ({why}); check that the server is running, that host, \
+                "could not connect to PostgreSQL ({why}); check that the server is running, that host, \
                  port, user and database in the URL are right, and that the user may log in"
             ))
         };

@@ -86,7 +86,7 @@ async fn a_server_that_does_not_answer_is_reported_with_what_to_check() {
     let message = err.to_string();
     for expected in [
         format!("postgres://undolog:***@127.0.0.1:{port}/undolog"),
-        "PostgreSQL did not answer".to_owned(),
+        "could not connect to PostgreSQL".to_owned(),
         "check that the server is running".to_owned(),
     ] {
         assert!(
