@@ -28,7 +28,7 @@ macro_rules! store_conformance_tests {
             expired_leases_are_only_pending_effects_past_their_lease, approvals_round_trip_and_filter,
             undo_stack_keeps_completion_order, snapshots_round_trip, dropped_transaction_rolls_back,
             orgs_see_only_their_own_rows, same_lock_key_serializes_transactions,
-            api_keys_are_found_by_hash_only);
+            a_session_read_then_written_loses_no_update, api_keys_are_found_by_hash_only);
     };
     (@cases $fresh:path; $($case:ident),+) => {
         $(
@@ -417,6 +417,34 @@ pub async fn same_lock_key_serializes_transactions(store: Arc<dyn Store>) {
     let mut tx = store.begin(&org("acme")).await.unwrap();
     assert_eq!(
         tx.session(&sid("counter")).await.unwrap().unwrap().next_seq,
+        16,
+        "no update was lost"
+    );
+}
+
+/// No [`crate::Tx::lock`] here: reading a session is enough to keep others from changing it
+/// before this transaction ends.
+pub async fn a_session_read_then_written_loses_no_update(store: Arc<dyn Store>) {
+    seed(&*store, "acme", "s1", &[]).await;
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let mut tx = store.begin(&org("acme")).await.unwrap();
+                let mut s = tx.session(&sid("s1")).await.unwrap().unwrap();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                s.next_seq += 1;
+                tx.put_session(&s).await.unwrap();
+                tx.commit().await.unwrap();
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(
+        tx.session(&sid("s1")).await.unwrap().unwrap().next_seq,
         16,
         "no update was lost"
     );

@@ -35,6 +35,8 @@ pub trait Tx: Send {
     /// backend that cannot run concurrently anyway may take no extra lock.
     async fn lock(&mut self, key: LockKey) -> Result<()>;
 
+    /// The session, which no other transaction may change until this one ends: a transaction
+    /// that reads a session and writes it back never overwrites a newer copy.
     async fn session(&mut self, id: &SessionId) -> Result<Option<Session>>;
     /// Inserts the session or replaces the stored one.
     async fn put_session(&mut self, session: &Session) -> Result<()>;

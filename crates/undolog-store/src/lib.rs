@@ -3,6 +3,7 @@
 //! [`Store`] opens a transaction bound to one org; every read and write goes through a [`Tx`], and
 //! nothing is visible to others until [`Tx::commit`]. An engine operation is one transaction, so a
 //! crash leaves either all of it or none. The embedded backend is SQLite ([`SqliteStore`]); the
+//! shared one is PostgreSQL ([`PostgresStore`]), where row-level security enforces the org. The
 //! [`conformance`] module holds the cases every backend must pass.
 //!
 //! Invariant: only this crate knows SQL.
@@ -11,12 +12,15 @@ pub mod conformance;
 mod contract;
 mod error;
 mod open;
+mod postgres;
 mod records;
+mod rows;
 mod sqlite;
 
 pub use contract::{Store, Tx};
 pub use error::Error;
 pub use open::{StoreUrl, open};
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{ApiKey, Approval, Compensation, Effect, Lease, Session, Snapshot};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 

@@ -1,14 +1,30 @@
 //! Choosing a backend from a store URL.
 
-use std::{path::PathBuf, str::FromStr, sync::Arc};
+use std::{fmt, path::PathBuf, str::FromStr, sync::Arc};
 
-use crate::{Error, Result, SqliteOptions, SqliteStore, Store};
+use crate::{
+    Error, PostgresOptions, PostgresStore, Result, SqliteOptions, SqliteStore, Store,
+    postgres::redacted,
+};
 
-/// Where the log lives: `sqlite://PATH`, `sqlite::memory:`, or a bare file path.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the log lives: `sqlite://PATH`, `sqlite::memory:`, a bare file path, or
+/// `postgres://…` (also `postgresql://…`).
+#[derive(Clone, PartialEq, Eq)]
 pub enum StoreUrl {
     SqliteFile(PathBuf),
     SqliteMemory,
+    /// The whole URL, as given; it may carry a password, so `Debug` hides it.
+    Postgres(String),
+}
+
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::SqliteFile(path) => f.debug_tuple("SqliteFile").field(path).finish(),
+            StoreUrl::SqliteMemory => f.write_str("SqliteMemory"),
+            StoreUrl::Postgres(url) => f.debug_tuple("Postgres").field(&redacted(url)).finish(),
+        }
+    }
 }
 
 impl FromStr for StoreUrl {
@@ -16,7 +32,7 @@ impl FromStr for StoreUrl {
 
     fn from_str(url: &str) -> Result<StoreUrl> {
         let unsupported = |why: &str| Error::Open {
-            url: url.to_owned(),
+            url: redacted(url),
             reason: why.to_owned(),
         };
         if url == "sqlite::memory:" {
@@ -30,14 +46,20 @@ impl FromStr for StoreUrl {
             }
             return Ok(StoreUrl::SqliteFile(PathBuf::from(path)));
         }
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return Err(unsupported(
-                "this build has no PostgreSQL backend yet; use sqlite://PATH",
-            ));
+        if let Some(rest) = url
+            .strip_prefix("postgres://")
+            .or_else(|| url.strip_prefix("postgresql://"))
+        {
+            if rest.is_empty() {
+                return Err(unsupported(
+                    "no server after postgres://; write postgres://USER@HOST:PORT/DATABASE",
+                ));
+            }
+            return Ok(StoreUrl::Postgres(url.to_owned()));
         }
         if url.contains("://") {
             return Err(unsupported(
-                "unknown scheme; use sqlite://PATH or sqlite::memory:",
+                "unknown scheme; use sqlite://PATH, sqlite::memory: or postgres://USER@HOST/DATABASE",
             ));
         }
         if url.is_empty() {
@@ -52,5 +74,6 @@ pub async fn open(url: &StoreUrl) -> Result<Arc<dyn Store>> {
     Ok(match url {
         StoreUrl::SqliteFile(path) => Arc::new(SqliteStore::open(SqliteOptions::file(path)).await?),
         StoreUrl::SqliteMemory => Arc::new(SqliteStore::in_memory().await?),
+        StoreUrl::Postgres(url) => Arc::new(PostgresStore::open(PostgresOptions::new(url)).await?),
     })
 }

@@ -1,10 +1,8 @@
 //! API keys: looked up by hash before the org is known, so outside any org's transaction.
 
 use sqlx::{Row, SqlitePool};
-use undolog_types::Timestamp;
 
-use super::rows;
-use crate::{ApiKey, Error, Result};
+use crate::{ApiKey, Error, Result, rows};
 
 pub(super) async fn insert(pool: &SqlitePool, key: &ApiKey) -> Result<()> {
     let result = sqlx::query(
@@ -31,16 +29,7 @@ pub(super) async fn by_hash(pool: &SqlitePool, hash: &str) -> Result<Option<ApiK
         .bind(hash)
         .fetch_optional(pool)
         .await?;
-    row.map(|row| {
-        Ok(ApiKey {
-            id: row.try_get("id")?,
-            org: rows::parsed(&row, "org")?,
-            hash: row.try_get("hash")?,
-            label: row.try_get("label")?,
-            created_at: Timestamp(row.try_get("created_at")?),
-        })
-    })
-    .transpose()
+    row.as_ref().map(rows::api_key).transpose()
 }
 
 pub(super) async fn any(pool: &SqlitePool) -> Result<bool> {

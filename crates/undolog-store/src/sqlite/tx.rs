@@ -6,8 +6,10 @@ use undolog_types::{
     ApprovalId, ApprovalState, EffectId, LockKey, OrgId, SessionId, Signature, Timestamp,
 };
 
-use super::rows::{self, APPROVAL_COLUMNS, EFFECT_COLUMNS, SESSION_COLUMNS};
-use crate::{Approval, Effect, Error, Result, Session, Snapshot, Tx};
+use crate::{
+    Approval, Effect, Error, Result, Session, Snapshot, Tx,
+    rows::{self, APPROVAL_COLUMNS, EFFECT_COLUMNS, SESSION_COLUMNS},
+};
 
 pub(super) struct SqliteTx {
     tx: Transaction<'static, Sqlite>,

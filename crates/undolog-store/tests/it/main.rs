@@ -1,5 +1,7 @@
-//! The store conformance suite on the embedded SQLite backend, plus SQLite-only behaviour.
+//! The store conformance suite on the embedded SQLite backend and on PostgreSQL, plus what only
+//! one backend does.
 
+mod postgres;
 mod sqlite;
 
 use std::sync::Arc;

@@ -1,0 +1,81 @@
+//! Schema migrations, applied at start-up as the connecting (owning) user.
+//!
+//! All pending migrations run in one transaction that first takes a transaction-scoped advisory
+//! lock on [`MIGRATION_LOCK`]: processes starting together against one database take turns, and
+//! the later ones find nothing left to do. DDL is transactional in PostgreSQL, so a failed
+//! migration leaves the schema as it was.
+
+use sqlx::{Connection, PgConnection, Row};
+
+use super::APP_ROLE;
+use crate::{Error, Result};
+
+/// Every migration this binary knows, by version.
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("0001_init.sql")),
+    (2, include_str!("0002_api_keys.sql")),
+];
+
+/// The advisory-lock key of migrations: the bytes of "undolog!" (`Tx::lock` keys are hashes of
+/// call signatures; a collision could only make a call wait while a migration runs).
+const MIGRATION_LOCK: i64 = i64::from_be_bytes(*b"undolog!");
+
+pub(super) async fn apply(conn: &mut PgConnection) -> Result<()> {
+    let mut tx = conn.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS schema_migrations \
+         (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+    )
+    .execute(&mut *tx)
+    .await?;
+    let supported = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+    let found = current_version(&mut tx).await?;
+    if found > supported {
+        return Err(Error::SchemaTooNew { found, supported });
+    }
+    for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
+        sqlx::raw_sql(sql).execute(&mut *tx).await?;
+        sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)")
+            .bind(version)
+            .bind(undolog_types::Timestamp::now().as_millis())
+            .execute(&mut *tx)
+            .await?;
+        tracing::info!(version, "applied schema migration");
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+pub(super) async fn current_version(conn: &mut PgConnection) -> Result<i64> {
+    Ok(
+        sqlx::query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+            .fetch_one(conn)
+            .await?
+            .try_get(0)?,
+    )
+}
+
+/// Refuses to run when the application role could read past row-level security: a role made a
+/// superuser or given BYPASSRLS by hand would silently undo the org isolation.
+pub(super) async fn check_app_role(conn: &mut PgConnection, url: &str) -> Result<()> {
+    let unsafe_role: bool =
+        sqlx::query("SELECT rolsuper OR rolbypassrls FROM pg_catalog.pg_roles WHERE rolname = $1")
+            .bind(APP_ROLE)
+            .fetch_one(conn)
+            .await?
+            .try_get(0)?;
+    if unsafe_role {
+        return Err(Error::Open {
+            url: url.to_owned(),
+            reason: format!(
+                "the role {APP_ROLE} is a superuser or may bypass row-level security, so orgs \
+                 would not be kept apart; run ALTER ROLE {APP_ROLE} NOSUPERUSER NOBYPASSRLS"
+            ),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,15 @@
+//! How PostgreSQL rows hand over their columns; the records are built in [`crate::rows`].
+
+use sqlx::{Row, postgres::PgRow};
+
+use crate::{Result, rows::Columns};
+
+impl Columns for PgRow {
+    fn text_opt(&self, column: &str) -> Result<Option<String>> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn int_opt(&self, column: &str) -> Result<Option<i64>> {
+        Ok(self.try_get(column)?)
+    }
+}

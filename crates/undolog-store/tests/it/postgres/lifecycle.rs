@@ -1,0 +1,147 @@
+//! Opening a PostgreSQL store: migrations shared by several processes, a schema newer than the
+//! binary, a server that does not answer, store URLs.
+
+use std::time::Duration;
+
+use sqlx::Row;
+use undolog_store::{Error, PostgresOptions, PostgresStore, StoreUrl};
+
+use super::TestDb;
+
+#[tokio::test]
+async fn stores_opening_together_migrate_the_database_once() {
+    let db = TestDb::create().await;
+    let (a, b, c) = tokio::join!(
+        PostgresStore::open(db.options()),
+        PostgresStore::open(db.options()),
+        PostgresStore::open(db.options()),
+    );
+    for store in [a, b, c] {
+        assert_eq!(store.unwrap().schema_version().await.unwrap(), 2);
+    }
+    // And once more, later: nothing left to do.
+    let again = db.open().await;
+    assert_eq!(again.schema_version().await.unwrap(), 2);
+    let mut owner = db.owner().await;
+    let versions: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations ORDER BY version")
+        .fetch_all(&mut owner)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, vec![1, 2]);
+}
+
+#[tokio::test]
+async fn databases_of_one_cluster_migrate_at_the_same_time() {
+    // The application role is shared by the whole cluster: each migration creates it if missing.
+    let (one, two) = tokio::join!(TestDb::create(), TestDb::create());
+    let (a, b) = tokio::join!(
+        PostgresStore::open(one.options()),
+        PostgresStore::open(two.options())
+    );
+    a.unwrap();
+    b.unwrap();
+}
+
+#[tokio::test]
+async fn a_schema_newer_than_the_binary_stops_start_up() {
+    let db = TestDb::create().await;
+    db.open().await.close().await;
+    let mut owner = db.owner().await;
+    sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0)")
+        .execute(&mut owner)
+        .await
+        .unwrap();
+    let err = PostgresStore::open(db.options()).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::SchemaTooNew {
+                found: 99,
+                supported: 2
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("upgrade undolog"), "{err}");
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_answer_is_reported_with_what_to_check() {
+    // A port nobody listens on: bind one, then let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://undolog:hunter2@127.0.0.1:{port}/undolog");
+    let options = PostgresOptions {
+        acquire_timeout: Duration::from_secs(5),
+        ..PostgresOptions::new(&url)
+    };
+    let err = PostgresStore::open(options).await.unwrap_err();
+    assert!(matches!(err, Error::Open { .. }), "{err:?}");
+    let message = err.to_string();
+    for expected in [
+        format!("postgres://undolog:***@127.0.0.1:{port}/undolog"),
+        "could not connect to PostgreSQL".to_owned(),
+        "check that the server is running".to_owned(),
+    ] {
+        assert!(
+            message.contains(&expected),
+            "{expected:?} missing from: {message}"
+        );
+    }
+    assert!(
+        !message.contains("hunter2"),
+        "the password leaked: {message}"
+    );
+}
+
+#[tokio::test]
+async fn a_postgres_url_opens_the_postgres_backend() {
+    let db = TestDb::create().await;
+    let other_scheme = db.url.replacen("postgres://", "postgresql://", 1);
+    for url in [db.url.clone(), other_scheme] {
+        let parsed: StoreUrl = url.parse().unwrap();
+        assert_eq!(parsed, StoreUrl::Postgres(url.clone()));
+        let store = undolog_store::open(&parsed).await.unwrap();
+        assert_eq!(store.backend(), "postgres");
+        assert!(!store.has_api_keys().await.unwrap());
+    }
+}
+
+#[test]
+fn postgres_urls_hide_their_password_and_say_what_to_write() {
+    let url: StoreUrl = "postgresql://app:s3cret@db:5432/log".parse().unwrap();
+    assert_eq!(
+        format!("{url:?}"),
+        r#"Postgres("postgresql://app:***@db:5432/log")"#
+    );
+    let err = "postgres://".parse::<StoreUrl>().unwrap_err().to_string();
+    assert!(
+        err.contains("write postgres://USER@HOST:PORT/DATABASE"),
+        "{err}"
+    );
+    let err = "mysql://x".parse::<StoreUrl>().unwrap_err().to_string();
+    assert!(err.contains("postgres://"), "{err}");
+}
+
+#[tokio::test]
+async fn an_owner_that_cannot_use_the_application_role_is_told_what_to_run() {
+    let db = TestDb::create_owned_by_new_role("NOCREATEROLE").await;
+    // The migration of another database has already created the role (the suite's first one).
+    drop(TestDb::create().await.open().await);
+    let err = PostgresStore::open(db.options()).await.unwrap_err();
+    assert!(matches!(err, Error::Open { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("GRANT undolog_app TO <user>"), "{message}");
+
+    // Once a superuser has granted the role, the owner migrates and opens the store by itself.
+    let role = db.owner_role.clone().unwrap();
+    super::admin(format!("GRANT undolog_app TO \"{role}\"")).await;
+    let store = PostgresStore::open(db.options()).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), 2);
+}

@@ -1,0 +1,401 @@
+//! Row-level security: the application role sees and writes only the org its transaction names,
+//! whatever SQL it runs, and reaches API keys only one exact hash at a time.
+
+use serde_json::json;
+use sqlx::{Connection, PgConnection, Row};
+use undolog_store::{ApiKey, Approval, Effect, Error, PostgresStore, Session, Snapshot, Store};
+use undolog_types::{
+    ApprovalId, ApprovalState, Args, CallIdentity, EffectId, EffectState, OrgId, SessionId,
+    SessionState, Tier, Timestamp,
+};
+
+use super::TestDb;
+
+const ORG_TABLES: [&str; 5] = [
+    "sessions",
+    "effects",
+    "approvals",
+    "undo_stack",
+    "session_snapshots",
+];
+
+/// One row in every org table for `org`, written through the store; returns the effect and the
+/// approval.
+async fn seed(store: &PostgresStore, org: &str) -> (Effect, Approval) {
+    let org = OrgId::new(org).unwrap();
+    let session = SessionId::new("s1").unwrap();
+    let args = Args::try_from(json!({"to": "bob"})).unwrap();
+    let signature = CallIdentity {
+        org: &org,
+        session: &session,
+        tool: "send",
+        args: &args,
+        step: None,
+    }
+    .signature();
+    let effect = Effect {
+        id: EffectId::generate(),
+        org: org.clone(),
+        session: session.clone(),
+        seq: 0,
+        tool: "send".into(),
+        args,
+        step: None,
+        signature: signature.clone(),
+        idempotency_key: None,
+        tier: Tier::Irreversible,
+        compensation: None,
+        state: EffectState::AwaitingApproval,
+        result: None,
+        error: None,
+        approval: None,
+        lease: None,
+        created_at: Timestamp(1),
+        updated_at: Timestamp(1),
+        completed_at: None,
+    };
+    let approval = Approval {
+        id: ApprovalId::generate(),
+        org: org.clone(),
+        session: session.clone(),
+        effect: effect.id,
+        signature,
+        state: ApprovalState::Pending,
+        requested_at: Timestamp(1),
+        expires_at: Timestamp(60_001),
+        decided_by: None,
+        decided_at: None,
+        reason: None,
+    };
+    let mut tx = store.begin(&org).await.unwrap();
+    tx.put_session(&Session {
+        org: org.clone(),
+        id: session.clone(),
+        state: SessionState::Active,
+        next_seq: 1,
+        failed_effect: None,
+        created_at: Timestamp(1),
+        updated_at: Timestamp(1),
+    })
+    .await
+    .unwrap();
+    tx.insert_effect(&effect).await.unwrap();
+    tx.insert_approval(&approval).await.unwrap();
+    tx.push_undo(&session, effect.id, Timestamp(2))
+        .await
+        .unwrap();
+    tx.insert_snapshot(&Snapshot {
+        org: org.clone(),
+        session,
+        taken_at: Timestamp(3),
+        body: json!({"effects": 1}),
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    (effect, approval)
+}
+
+/// A raw connection as the application role, with `org` set for the whole session, as a
+/// hand-written query of a compromised or buggy application would run.
+async fn as_app_role(db: &TestDb, org: &str) -> PgConnection {
+    let mut conn = db.owner().await;
+    sqlx::query("SET ROLE undolog_app")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    set_org(&mut conn, org).await;
+    conn
+}
+
+async fn set_org(conn: &mut PgConnection, org: &str) {
+    sqlx::query("SELECT set_config('app.org_id', $1, false)")
+        .bind(org)
+        .execute(conn)
+        .await
+        .unwrap();
+}
+
+async fn count(conn: &mut PgConnection, table: &str) -> i64 {
+    sqlx::query(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+        .fetch_one(conn)
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// The SQLSTATE a statement failed with.
+async fn refused(conn: &mut PgConnection, sql: &'static str) -> String {
+    let err = sqlx::query(sql).execute(conn).await.unwrap_err();
+    let code = err
+        .as_database_error()
+        .and_then(|db| db.code())
+        .map(|c| c.into_owned());
+    code.unwrap_or_else(|| panic!("{sql}: not a database error: {err}"))
+}
+
+#[tokio::test]
+async fn the_application_role_reads_only_the_org_it_names_whatever_the_sql() {
+    let db = TestDb::create().await;
+    let store = db.open().await;
+    seed(&store, "orgA").await;
+
+    let mut conn = as_app_role(&db, "orgB").await;
+    for table in ORG_TABLES {
+        assert_eq!(count(&mut conn, table).await, 0, "orgB sees orgA's {table}");
+    }
+    let named: i64 = sqlx::query("SELECT count(*) FROM effects WHERE org = 'orgA'")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(named, 0, "naming the other org in the query does not help");
+
+    // No org at all sees nothing either.
+    set_org(&mut conn, "").await;
+    for table in ORG_TABLES {
+        assert_eq!(count(&mut conn, table).await, 0, "no org sees {table}");
+    }
+
+    // The rows are there, and the same role sees them under their own org.
+    set_org(&mut conn, "orgA").await;
+    for table in ORG_TABLES {
+        assert_eq!(
+            count(&mut conn, table).await,
+            1,
+            "orgA sees its own {table}"
+        );
+    }
+    conn.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_application_role_cannot_write_another_orgs_rows() {
+    let db = TestDb::create().await;
+    let store = db.open().await;
+    seed(&store, "orgA").await;
+    let mut conn = as_app_role(&db, "orgB").await;
+
+    // 42501: "new row violates row-level security policy".
+    let code = refused(
+        &mut conn,
+        "INSERT INTO sessions (org, id, state, next_seq, created_at, updated_at) \
+         VALUES ('orgA', 'planted', 'active', 0, 0, 0)",
+    )
+    .await;
+    assert_eq!(code, "42501");
+    let code = refused(
+        &mut conn,
+        "INSERT INTO api_keys (id, org, hash, created_at) VALUES ('k', 'orgA', 'h', 0)",
+    )
+    .await;
+    assert_eq!(code, "42501", "a key for another org");
+
+    let changed = sqlx::query("UPDATE effects SET state = 'committed'")
+        .execute(&mut conn)
+        .await
+        .unwrap()
+        .rows_affected();
+    assert_eq!(changed, 0, "orgB's UPDATE reaches no orgA row");
+
+    // The log is never deleted from by the application, whatever the org.
+    assert_eq!(refused(&mut conn, "DELETE FROM effects").await, "42501");
+    set_org(&mut conn, "orgA").await;
+    let moved = refused(&mut conn, "UPDATE effects SET org = 'orgB'").await;
+    assert_eq!(moved, "42501", "a row cannot be moved to another org");
+    assert_eq!(refused(&mut conn, "DELETE FROM sessions").await, "42501");
+    assert_eq!(refused(&mut conn, "TRUNCATE effects").await, "42501");
+    conn.close().await.unwrap();
+
+    let mut owner = db.owner().await;
+    let states: Vec<String> = sqlx::query("SELECT state FROM effects")
+        .fetch_all(&mut owner)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(states, vec!["awaiting_approval".to_owned()]);
+}
+
+#[tokio::test]
+async fn api_keys_are_reachable_only_one_exact_hash_at_a_time() {
+    let db = TestDb::create().await;
+    let store = db.open().await;
+    let key = ApiKey {
+        id: "key_a".into(),
+        org: OrgId::new("orgA").unwrap(),
+        hash: "ab".repeat(32),
+        label: None,
+        created_at: Timestamp(1),
+    };
+    store.insert_api_key(&key).await.unwrap();
+
+    let mut conn = as_app_role(&db, "orgA").await;
+    // Not even its own org's keys can be listed.
+    assert_eq!(refused(&mut conn, "SELECT * FROM api_keys").await, "42501");
+    let found: Vec<String> = sqlx::query("SELECT org FROM undolog_api_key_by_hash($1)")
+        .bind(&key.hash)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(found, vec!["orgA".to_owned()]);
+    for guess in ["", "%", "ab"] {
+        let rows = sqlx::query("SELECT org FROM undolog_api_key_by_hash($1)")
+            .bind(guess)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        assert!(rows.is_empty(), "{guess:?} is no hash");
+    }
+    conn.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_org_cannot_reach_another_orgs_records_through_the_store() {
+    let db = TestDb::create().await;
+    let store = db.open().await;
+    let (effect, mut approval) = seed(&store, "orgA").await;
+    let b = OrgId::new("orgB").unwrap();
+
+    let mut tx = store.begin(&b).await.unwrap();
+    assert_eq!(tx.effect(effect.id).await.unwrap(), None);
+    assert_eq!(tx.approval(approval.id).await.unwrap(), None);
+    assert_eq!(tx.session(&effect.session).await.unwrap(), None);
+    assert!(tx.snapshots(&effect.session).await.unwrap().is_empty());
+    assert!(tx.undo_stack(&effect.session).await.unwrap().is_empty());
+    approval.state = ApprovalState::Approved;
+    approval.decided_by = Some("mallory".into());
+    let err = tx.update_approval(&approval).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+    drop(tx);
+
+    let mut tx = store.begin(&OrgId::new("orgA").unwrap()).await.unwrap();
+    let stored = tx.approval(approval.id).await.unwrap().unwrap();
+    assert_eq!(
+        stored.state,
+        ApprovalState::Pending,
+        "orgB's decision did not land"
+    );
+}
+
+#[tokio::test]
+async fn every_org_table_forces_row_level_security_and_is_not_owned_by_the_application() {
+    let db = TestDb::create().await;
+    drop(db.open().await);
+    let mut owner = db.owner().await;
+    let tables = sqlx::query(
+        "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, r.rolname \
+         FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner \
+         WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace \
+         ORDER BY c.relname",
+    )
+    .fetch_all(&mut owner)
+    .await
+    .unwrap();
+    let mut with_org = Vec::new();
+    for row in &tables {
+        let name: String = row.get(0);
+        let owner: String = row.get(3);
+        assert_ne!(
+            owner,
+            PostgresStore::APP_ROLE,
+            "{name} is owned by the application"
+        );
+        if name != "schema_migrations" {
+            assert!(
+                row.get::<bool, _>(1) && row.get::<bool, _>(2),
+                "{name}: RLS not forced"
+            );
+            with_org.push(name);
+        }
+    }
+    assert_eq!(
+        with_org,
+        [
+            "api_keys",
+            "approvals",
+            "effects",
+            "session_snapshots",
+            "sessions",
+            "undo_stack"
+        ]
+    );
+}
+
+/// The store's own queries also say `WHERE org = …`, so only an extra policy shows whether they
+/// run under row-level security at all: the test adds one that hides a session from the
+/// application role. Run as the connecting superuser, the store would still see it.
+#[tokio::test]
+async fn store_transactions_run_as_the_application_role() {
+    let db = TestDb::create().await;
+    let store = db.open().await;
+    let org = OrgId::new("orgA").unwrap();
+    let mut tx = store.begin(&org).await.unwrap();
+    for id in ["shown", "hidden"] {
+        tx.put_session(&Session {
+            org: org.clone(),
+            id: SessionId::new(id).unwrap(),
+            state: SessionState::Active,
+            next_seq: 0,
+            failed_effect: None,
+            created_at: Timestamp(1),
+            updated_at: Timestamp(1),
+        })
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+
+    let mut owner = db.owner().await;
+    sqlx::query(
+        "CREATE POLICY hide_one ON sessions AS RESTRICTIVE TO undolog_app USING (id <> 'hidden')",
+    )
+    .execute(&mut owner)
+    .await
+    .unwrap();
+
+    let mut tx = store.begin(&org).await.unwrap();
+    let ids: Vec<String> = tx
+        .sessions()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id.as_str().to_owned())
+        .collect();
+    assert_eq!(ids, vec!["shown".to_owned()]);
+}
+
+/// On a managed PostgreSQL the owner is no superuser, so the forced policies bind it too: the
+/// store must still work, API keys included (their functions run as the owner).
+#[tokio::test]
+async fn an_owner_that_is_no_superuser_runs_the_store_under_the_same_policies() {
+    let db = TestDb::create_owned_by_new_role("CREATEROLE").await;
+    let store = db.open().await;
+    let (effect, _) = seed(&store, "orgA").await;
+    let key = ApiKey {
+        id: "key_a".into(),
+        org: OrgId::new("orgA").unwrap(),
+        hash: "cd".repeat(32),
+        label: Some("ci".into()),
+        created_at: Timestamp(1),
+    };
+    store.insert_api_key(&key).await.unwrap();
+    assert!(store.has_api_keys().await.unwrap());
+    assert_eq!(store.api_key_by_hash(&key.hash).await.unwrap(), Some(key));
+    let mut tx = store.begin(&OrgId::new("orgA").unwrap()).await.unwrap();
+    assert_eq!(
+        tx.effect(effect.id).await.unwrap().map(|e| e.id),
+        Some(effect.id)
+    );
+    drop(tx);
+
+    // FORCE: the owner itself, with no org named, sees no org's rows.
+    let mut owner = db.owner().await;
+    for table in ORG_TABLES {
+        assert_eq!(count(&mut owner, table).await, 0, "the owner reads {table}");
+    }
+}
