@@ -29,7 +29,7 @@ wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/n
 
 bank_port=$(port); gw_http_port=$(port); gw_stdio_port=$(port); proxy_port=$(port)
 
-"$undolog" demo-bank --listen "127.0.0.1:$bank_port" 2>/dev/null & pids+=($!)
+"$undolog" demo-bank --listen "127.0.0.1:$bank_port" >/dev/null 2>&1 & pids+=($!)
 
 tiers='
 [tools.get_balance]
@@ -52,9 +52,9 @@ args = ["demo-bank", "--stdio"]
 $tiers
 TOML
 wait_port "$bank_port"
-"$undolog" serve --config "$work/http.toml" --listen "127.0.0.1:$gw_http_port" --store "sqlite://$work/http.db" 2>/dev/null & pids+=($!)
-"$undolog" serve --config "$work/stdio.toml" --listen "127.0.0.1:$gw_stdio_port" --store "sqlite://$work/stdio.db" 2>/dev/null & pids+=($!)
-"$venv/bin/mcp-proxy" --port "$proxy_port" --host 127.0.0.1 -- "$undolog" demo-bank --stdio 2>/dev/null & pids+=($!)
+"$undolog" serve --config "$work/http.toml" --listen "127.0.0.1:$gw_http_port" --store "sqlite://$work/http.db" >/dev/null 2>&1 & pids+=($!)
+"$undolog" serve --config "$work/stdio.toml" --listen "127.0.0.1:$gw_stdio_port" --store "sqlite://$work/stdio.db" >/dev/null 2>&1 & pids+=($!)
+"$venv/bin/mcp-proxy" --port "$proxy_port" --host 127.0.0.1 -- "$undolog" demo-bank --stdio >/dev/null 2>&1 & pids+=($!)
 wait_port "$gw_http_port"; wait_port "$gw_stdio_port"; wait_port "$proxy_port"
 
 run() { # label url tool args connections
