@@ -6,7 +6,8 @@ use std::time::Duration;
 use rmcp::{
     Peer, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResponse, ProgressNotificationParam, RequestMetaObject,
+        CallToolRequest, CallToolRequestParams, ClientRequest, ProgressNotificationParam,
+        RequestMetaObject, ServerResult,
     },
 };
 use serde_json::Value;
@@ -203,15 +204,12 @@ impl Gateway {
         let mut params = CallToolRequestParams::new(upstream_name.to_owned());
         params.arguments = Some(call.args.as_map().clone());
         params.meta = call.meta.clone();
-        let _ticket = caller
+        let ticket = caller
             .peer
             .clone()
-            .map(|peer| conn.relay.register(peer, &mut params.meta));
-        let answer = conn
-            .request(&caller.cancel, |peer| async move {
-                peer.call_tool_once(params).await
-            })
-            .await;
+            .map(|peer| conn.relay.register(peer, params.meta.as_ref()));
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let answer = conn.send(&caller.cancel, ticket.as_ref(), request).await;
         let failed = |error: String, result: Option<Value>| Outcome::Failed {
             effect_id,
             error,
@@ -219,20 +217,20 @@ impl Gateway {
             replayed: false,
         };
         let outcome = match answer {
-            Ok(CallToolResponse::Complete(result)) => {
+            Ok(ServerResult::CallToolResult(result)) => {
                 let result = results::stored(&result);
                 match results::tool_error(&result) {
                     Some(error) => failed(error, Some(result)),
                     None => Outcome::Executed { effect_id, result },
                 }
             }
-            Ok(CallToolResponse::InputRequired(_)) => failed(
+            Ok(ServerResult::InputRequiredResult(_)) => failed(
                 "the upstream asked for input mid-call (an input_required round); the gateway \
                  does not relay those rounds for recorded tool calls yet"
                     .into(),
                 None,
             ),
-            Ok(CallToolResponse::Task(_)) => failed(
+            Ok(ServerResult::CreateTaskResult(_)) => failed(
                 "the upstream turned the call into a task; the gateway does not record task-based \
                  tool calls yet"
                     .into(),

@@ -12,8 +12,8 @@ use rmcp::{
         CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
         GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
         ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities,
-        ServerConfig, SetLevelRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject,
+        ServerCapabilities, ServerConfig, SetLevelRequestParams,
     },
     service::RequestContext,
 };
@@ -109,6 +109,20 @@ fn fresh_session() -> SessionId {
     SessionId::new(format!("conn-{}", uuid::Uuid::now_v7())).expect("a valid session id")
 }
 
+/// The client's request `_meta` as passed upstream: its progress token, trace context and the
+/// like, without the protocol's own per-request keys (`io.modelcontextprotocol/…`), which describe
+/// the client's connection to the gateway, not the gateway's to the upstream.
+fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
+    let Ok(Value::Object(mut map)) = serde_json::to_value(meta) else {
+        return None;
+    };
+    map.retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
+    if map.is_empty() {
+        return None;
+    }
+    serde_json::from_value(Value::Object(map)).ok()
+}
+
 fn upstream_error(e: UpstreamError) -> ErrorData {
     match e {
         UpstreamError::Refused { error, .. } => error,
@@ -161,7 +175,7 @@ impl ServerHandler for McpFront {
             tool: request.name.to_string(),
             args,
             idempotency_key: None,
-            meta: request.meta,
+            meta: forwarded_meta(request.meta.as_ref().unwrap_or(&context.meta)),
         };
         let outcome = self
             .gateway
@@ -198,7 +212,9 @@ impl ServerHandler for McpFront {
             })?;
         let conn = self.gateway.upstreams.connection(route.upstream);
         request.name = route.name;
-        let _ticket = conn.relay.register(context.peer.clone(), &mut request.meta);
+        let _ticket = conn
+            .relay
+            .register(context.peer.clone(), request.meta.as_ref());
         conn.request(&context.ct, |peer| async move {
             peer.get_prompt_once(request).await
         })
@@ -265,8 +281,10 @@ impl ServerHandler for McpFront {
             .await
         {
             let conn = self.gateway.upstreams.connection(index);
-            let mut request = request.clone();
-            let _ticket = conn.relay.register(context.peer.clone(), &mut request.meta);
+            let request = request.clone();
+            let _ticket = conn
+                .relay
+                .register(context.peer.clone(), request.meta.as_ref());
             match conn
                 .request(&context.ct, |peer| async move {
                     peer.read_resource_once(request).await

@@ -6,6 +6,8 @@ use std::{sync::Arc, time::Duration};
 use http::{HeaderName, HeaderValue};
 use rmcp::{
     ErrorData, Peer, RoleClient, ServiceError, ServiceExt,
+    model::{CancelledNotificationParam, ClientRequest, ServerResult},
+    service::PeerRequestOptions,
     service::RunningService,
     transport::{
         StreamableHttpClientTransport, TokioChildProcess,
@@ -14,7 +16,7 @@ use rmcp::{
 };
 use tokio::sync::Mutex;
 
-use super::relay::{Relay, UpstreamClient};
+use super::relay::{Relay, Ticket, UpstreamClient};
 use crate::{
     config::{UpstreamConfig, UpstreamTransport},
     demo::DemoBank,
@@ -143,6 +145,54 @@ impl Connection {
         Ok(running)
     }
 
+    /// Sends one request whose progress the client follows (`ticket`), bounded by the timeout and
+    /// the client's cancellation; either one cancels the request upstream too.
+    pub(crate) async fn send(
+        &self,
+        cancel: &tokio_util::sync::CancellationToken,
+        ticket: Option<&Ticket>,
+        request: ClientRequest,
+    ) -> Result<ServerResult, UpstreamError> {
+        let peer = self.peer().await?;
+        let handle = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await;
+        let handle = match handle {
+            Ok(handle) => handle,
+            Err(e) => return Err(self.failed(e).await),
+        };
+        if let Some(ticket) = ticket {
+            ticket.bind(handle.progress_token.clone());
+        }
+        let id = handle.id.clone();
+        let answer = tokio::select! {
+            answer = tokio::time::timeout(self.timeout, handle.await_response()) => answer.ok(),
+            () = cancel.cancelled() => None,
+        };
+        if let Some(answer) = answer {
+            return match answer {
+                Ok(result) => Ok(result),
+                Err(e) => Err(self.failed(e).await),
+            };
+        }
+        let cancelled = cancel.is_cancelled();
+        let reason = if cancelled {
+            "cancelled by the client"
+        } else {
+            "timed out at the gateway"
+        };
+        let notice = CancelledNotificationParam::new(Some(id), Some(reason.into()));
+        drop(peer.notify_cancelled(notice).await);
+        Err(if cancelled {
+            UpstreamError::Cancelled
+        } else {
+            UpstreamError::TimedOut {
+                upstream: self.name().to_owned(),
+                after: self.timeout,
+            }
+        })
+    }
+
     /// Runs one request against the upstream, bounded by the timeout and the client's
     /// cancellation. A dropped connection is reported, and reopened on the next use.
     pub(crate) async fn request<T, F, Fut>(
@@ -159,26 +209,31 @@ impl Connection {
             answer = tokio::time::timeout(self.timeout, send(peer)) => answer,
             () = cancel.cancelled() => return Err(UpstreamError::Cancelled),
         };
-        let upstream = self.name().to_owned();
         match answer {
             Err(_) => Err(UpstreamError::TimedOut {
-                upstream,
+                upstream: self.name().to_owned(),
                 after: self.timeout,
             }),
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(ServiceError::McpError(error))) => {
-                Err(UpstreamError::Refused { upstream, error })
-            }
-            Ok(Err(ServiceError::UnexpectedResponse)) => Err(UpstreamError::Garbage { upstream }),
-            Ok(Err(ServiceError::Timeout { timeout })) => Err(UpstreamError::TimedOut {
+            Ok(Err(e)) => Err(self.failed(e).await),
+        }
+    }
+
+    /// What an SDK error means for the caller; a broken connection is forgotten, to be reopened.
+    async fn failed(&self, e: ServiceError) -> UpstreamError {
+        let upstream = self.name().to_owned();
+        match e {
+            ServiceError::McpError(error) => UpstreamError::Refused { upstream, error },
+            ServiceError::UnexpectedResponse => UpstreamError::Garbage { upstream },
+            ServiceError::Timeout { timeout } => UpstreamError::TimedOut {
                 upstream,
                 after: timeout,
-            }),
-            Ok(Err(ServiceError::Cancelled { .. })) => Err(UpstreamError::Cancelled),
-            Ok(Err(other)) => {
+            },
+            ServiceError::Cancelled { .. } => UpstreamError::Cancelled,
+            other => {
                 tracing::warn!(upstream = %upstream, error = %other, "upstream request failed");
                 self.forget_connection().await;
-                Err(UpstreamError::Closed { upstream })
+                UpstreamError::Closed { upstream }
             }
         }
     }

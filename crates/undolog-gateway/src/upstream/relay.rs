@@ -1,9 +1,10 @@
 //! Carrying what an upstream sends back to the client that caused it.
 //!
 //! Upstream connections are shared by every client, so the gateway keeps track of which client
-//! is waiting on which upstream: progress tokens are rewritten to gateway-unique ones on the way up
-//! and mapped back on the way down; server-to-client requests (sampling, elicitation, roots) and
-//! log messages go to the client whose request is the newest in flight on that upstream.
+//! is waiting on which upstream. The SDK gives every upstream request a progress token of its own;
+//! progress under that token is mapped back to the client's token and client. Server-to-client
+//! requests (sampling, elicitation, roots) and log messages go to the client whose request is the
+//! newest in flight on that upstream.
 
 // Sampling, roots and logging are deprecated in 2026-07-28, but 2025-11-25 clients (most of them
 // today) still use them, and the gateway relays them faithfully.
@@ -22,7 +23,7 @@ use rmcp::{
     model::{
         ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
         ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
-        LoggingMessageNotificationParam, NumberOrString, ProgressNotificationParam, ProgressToken,
+        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
         RequestMetaObject,
     },
     service::{NotificationContext, RequestContext},
@@ -40,6 +41,8 @@ struct InFlight {
     client: Peer<RoleServer>,
     /// The client's own progress token, when it asked for progress.
     progress: Option<ProgressToken>,
+    /// The token the upstream request went out with, once sent.
+    upstream_token: Option<ProgressToken>,
 }
 
 /// Registered while a client's request is forwarded; dropping it forgets the request.
@@ -59,35 +62,39 @@ impl Drop for Ticket {
     }
 }
 
+impl Ticket {
+    /// Ties the upstream request's progress token to this client request.
+    pub(crate) fn bind(&self, upstream_token: ProgressToken) {
+        let mut in_flight = self.relay.in_flight.lock().expect("relay lock");
+        if let Some(f) = in_flight.get_mut(&self.id) {
+            f.upstream_token = Some(upstream_token);
+        }
+    }
+}
+
 impl Relay {
-    /// Notes that `client` waits on this upstream, and rewrites the progress token in `meta` to
-    /// one that is unique on this connection.
+    /// Notes that `client` waits on this upstream; `meta` is its request's `_meta`, whose
+    /// progress token (if any) its progress is sent under.
     pub(crate) fn register(
         self: &Arc<Self>,
         client: Peer<RoleServer>,
-        meta: &mut Option<RequestMetaObject>,
+        meta: Option<&RequestMetaObject>,
     ) -> Ticket {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let progress = meta
-            .as_ref()
-            .and_then(RequestMetaObject::get_progress_token);
-        if progress.is_some()
-            && let Some(meta) = meta.as_mut()
-        {
-            meta.set_progress_token(Self::token(id));
-        }
+        let progress = meta.and_then(RequestMetaObject::get_progress_token);
+        let waiting = InFlight {
+            client,
+            progress,
+            upstream_token: None,
+        };
         self.in_flight
             .lock()
             .expect("relay lock")
-            .insert(id, InFlight { client, progress });
+            .insert(id, waiting);
         Ticket {
             relay: self.clone(),
             id,
         }
-    }
-
-    fn token(id: u64) -> ProgressToken {
-        ProgressToken(NumberOrString::String(format!("undolog-{id}").into()))
     }
 
     fn newest_client(&self) -> Option<Peer<RoleServer>> {
@@ -97,8 +104,8 @@ impl Relay {
 
     fn progress_target(&self, token: &ProgressToken) -> Option<(Peer<RoleServer>, ProgressToken)> {
         let in_flight = self.in_flight.lock().expect("relay lock");
-        in_flight.iter().find_map(|(id, f)| {
-            (Self::token(*id) == *token)
+        in_flight.values().find_map(|f| {
+            (f.upstream_token.as_ref() == Some(token))
                 .then(|| f.progress.clone().map(|p| (f.client.clone(), p)))
                 .flatten()
         })

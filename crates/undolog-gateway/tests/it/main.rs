@@ -6,6 +6,7 @@ mod clients;
 mod config;
 mod events;
 mod faults;
+mod forwarding;
 mod harness;
 mod rest_and_sdk;
 mod semantics;
