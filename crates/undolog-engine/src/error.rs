@@ -68,6 +68,21 @@ pub enum Error {
         session: SessionId,
         state: SessionState,
     },
+    #[error("session {session} is {state}, not being undone; begin the undo first")]
+    NotUndoing {
+        session: SessionId,
+        state: SessionState,
+    },
+    #[error(
+        "compensations run newest first: the next step of session {session} is {}, not effect \
+         {got}; report that step first",
+        expected.map_or_else(|| "none (every step is recorded)".to_owned(), |e| format!("effect {e}"))
+    )]
+    OutOfOrder {
+        session: SessionId,
+        expected: Option<EffectId>,
+        got: EffectId,
+    },
     #[error(transparent)]
     IllegalTransition(#[from] IllegalTransition),
     #[error(transparent)]

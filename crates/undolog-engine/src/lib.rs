@@ -1,7 +1,8 @@
 //! The effect engine: every tool call passes through [`Engine::intercept`], which records it as an
 //! effect and answers execute, replay, awaiting approval, or rejected. The caller runs the tool and
 //! reports with [`Engine::commit`] or [`Engine::fail`]. Approvals, in-doubt effects, sessions,
-//! snapshots and undo (a saga of compensations) complete the API.
+//! snapshots and undo (a saga of compensations, run by the engine through a [`Compensator`] or
+//! step by step by the caller) complete the API.
 //!
 //! Decisions are made by the sans-IO [`core`]; [`Engine`] is the executor that carries them out
 //! over a [`undolog_store::Store`], one transaction per operation.
@@ -19,6 +20,7 @@ mod events;
 mod outcome;
 mod saga;
 mod sessions;
+mod undo_steps;
 
 pub use call::{Call, ToolPolicy};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -30,3 +32,4 @@ pub use events::Event;
 pub use outcome::{Intercept, Rejection};
 pub use saga::{Compensated, Compensator, StepOutcome, UndoReport, UndoStep};
 pub use sessions::SNAPSHOT_FORMAT;
+pub use undo_steps::{PlannedStep, UndoPlanned, UndoProgress};

@@ -56,6 +56,8 @@ impl Error {
                 | E::NotInDoubt(_)
                 | E::SessionBusy { .. }
                 | E::NothingToUndo { .. }
+                | E::NotUndoing { .. }
+                | E::OutOfOrder { .. }
                 | E::IllegalTransition(_)
                 | E::StillRunning(_) => StatusCode::CONFLICT,
                 E::ApprovalWaitTimedOut(_) => StatusCode::ACCEPTED,

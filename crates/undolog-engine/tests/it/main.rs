@@ -8,6 +8,7 @@ mod properties;
 mod replay;
 mod snapshots;
 mod undo;
+mod undo_steps;
 
 use std::{sync::Arc, time::Duration};
 

@@ -26,7 +26,7 @@ pub(crate) fn parse_id<T: std::str::FromStr>(
         .map_err(|_| Error::BadRequest(format!("{text:?} is not a valid {what} id")))
 }
 
-fn session_id(text: &str) -> std::result::Result<SessionId, Error> {
+pub(crate) fn session_id(text: &str) -> std::result::Result<SessionId, Error> {
     SessionId::new(text).map_err(|e| Error::BadRequest(format!("session id: {e}")))
 }
 

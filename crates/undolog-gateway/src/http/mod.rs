@@ -7,6 +7,7 @@ mod events;
 mod parse_guard;
 mod rest;
 mod sdk;
+mod undo_steps;
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -52,6 +53,11 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
         .route("/v1/sessions", get(admin::sessions))
         .route("/v1/sessions/{id}/effects", get(admin::session_effects))
         .route("/v1/sessions/{id}/undo", post(admin::undo))
+        .route("/v1/sessions/{id}/undo/begin", post(undo_steps::begin))
+        .route(
+            "/v1/sessions/{id}/undo/steps/{effect_id}",
+            post(undo_steps::step),
+        )
         .route("/v1/approvals", get(admin::approvals))
         .route("/v1/approvals/{id}", get(admin::approval))
         .route("/v1/approvals/{id}/approve", post(admin::approve))

@@ -10,3 +10,4 @@ mod forwarding;
 mod harness;
 mod rest_and_sdk;
 mod semantics;
+mod undo_steps;
