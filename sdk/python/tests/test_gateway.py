@@ -79,7 +79,7 @@ async def ship(order: str) -> str:
     raise RuntimeError("warehouse closed")
 
 
-def sync_refund(result: str, *, item: str) -> None:
+def sync_refund(result: str, *, item: str, quantity: int) -> None:
     UNDONE.append(f"return:{item}")
 
 
