@@ -9,6 +9,9 @@ use undolog_store::Effect;
 
 use crate::{Gateway, results, template::Template};
 
+/// How an SDK names a compensation that is a function in its own process, not an upstream tool.
+const SDK_PREFIX: &str = "sdk:";
+
 /// Runs compensations by calling upstream tools directly (a compensation is a step of the undo,
 /// recorded by the saga, not a new effect).
 #[derive(Debug)]
@@ -25,6 +28,13 @@ impl Compensator for UpstreamCompensator<'_> {
                 effect.tool
             )
         })?;
+        if let Some(function) = compensation.tool.strip_prefix(SDK_PREFIX) {
+            return Err(format!(
+                "{} was recorded by an SDK whose compensation {function} runs in the agent's \
+                 process; undo this session there (the Python SDK's session.undo())",
+                effect.tool
+            ));
+        }
         let args = Template::render(
             &compensation.args,
             &serde_json::Value::Object(effect.args.as_map().clone()),

@@ -9,7 +9,7 @@ async fn record_local_call(gw: &TestGateway, session: &str, step: u64, cents: u6
     let intercept = json!({
         "session_id": session, "tool": "charge_card", "arguments": {"cents": cents},
         "step": step, "tier": "compensable",
-        "compensation": {"tool": "refund_card", "args": {}}
+        "compensation": {"tool": "sdk:refund_card", "args": {}}
     });
     let (status, started) = gw.post("/v1/effects", intercept).await;
     assert_eq!(status, 200, "{started}");
@@ -38,7 +38,7 @@ async fn the_caller_runs_the_undo_step_by_step_newest_first() {
     assert_eq!(steps[1]["effect_id"], json!(first));
     assert_eq!(steps[0]["args"], json!({"cents": 200}));
     assert_eq!(steps[0]["result"], json!({"charge": "ch_1"}));
-    assert_eq!(steps[0]["compensation"]["tool"], "refund_card");
+    assert_eq!(steps[0]["compensation"]["tool"], "sdk:refund_card");
 
     let (status, refused) = gw
         .post(
@@ -109,4 +109,15 @@ async fn a_failed_local_compensation_leaves_the_session_for_a_person() {
         )
         .await;
     assert!(status == 400 || status == 422, "{status} {bad}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateways_own_undo_says_where_an_sdk_compensation_runs() {
+    let gw = TestGateway::start("").await;
+    record_local_call(&gw, "u-3", 0, 100).await;
+    let (status, report) = gw.post("/v1/sessions/u-3/undo", json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["state"], "compensation_failed");
+    let error = report["steps"][0]["outcome"]["error"].as_str().unwrap();
+    assert!(error.contains("session.undo()"), "{error}");
 }
