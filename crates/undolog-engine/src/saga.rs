@@ -109,7 +109,11 @@ impl Engine {
     }
 
     /// Checks the session can be undone, moves it to `compensating`, and plans the steps.
-    pub(crate) async fn start_undo(&self, org: &OrgId, id: &SessionId) -> Result<core::UndoPlan, Error> {
+    pub(crate) async fn start_undo(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+    ) -> Result<core::UndoPlan, Error> {
         let mut tx = self.begin(org).await?;
         let mut session = tx
             .session(id)

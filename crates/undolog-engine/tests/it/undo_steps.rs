@@ -135,7 +135,10 @@ async fn a_failed_step_stops_the_saga_and_beginning_again_resumes_there() {
             .unwrap();
     }
     let s = &engine.sessions(&org()).await.unwrap()[0];
-    assert_eq!((s.state, s.failed_effect), (SessionState::Compensated, None));
+    assert_eq!(
+        (s.state, s.failed_effect),
+        (SessionState::Compensated, None)
+    );
 }
 
 #[tokio::test]
@@ -171,10 +174,7 @@ async fn nothing_to_compensate_ends_at_once_and_lists_what_cannot_be_undone() {
 async fn a_session_with_calls_in_flight_cannot_begin_an_undo() {
     let (engine, _) = engine().await;
     let running = must_execute(&engine, transfer("s1", 1)).await;
-    let err = engine
-        .begin_undo(&org(), &session("s1"))
-        .await
-        .unwrap_err();
+    let err = engine.begin_undo(&org(), &session("s1")).await.unwrap_err();
     assert!(
         matches!(&err, Error::SessionBusy { effects, .. } if effects == &vec![running]),
         "{err:?}"
