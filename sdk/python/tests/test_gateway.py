@@ -79,6 +79,21 @@ async def ship(order: str) -> str:
     raise RuntimeError("warehouse closed")
 
 
+FLAKY_FAILURES: collections.Counter[str] = collections.Counter()
+
+
+def release(result: None, *, seat: str) -> None:
+    if FLAKY_FAILURES[seat] > 0:
+        FLAKY_FAILURES[seat] -= 1
+        raise ConnectionError("seat service busy")
+    UNDONE.append(f"release:{seat}")
+
+
+@undolog_tool(tier=ToolTier.COMPENSABLE, compensation=release)
+def reserve(seat: str) -> None:
+    RAN[f"reserve:{seat}"] += 1
+
+
 def sync_refund(result: str, *, item: str, quantity: int) -> None:
     UNDONE.append(f"return:{item}")
 
@@ -209,7 +224,7 @@ async def test_a_failing_compensation_stops_the_undo_and_a_second_undo_resumes(g
         await book(f"inn-{account}", _session=session)
         await charge(account, Decimal("5"), _session=session)
         with pytest.raises(UndoFailedError, match="card network down") as failed:
-            await session.undo()
+            await session.undo(backoff=0.01)
         assert failed.value.report.state == "compensation_failed"
         assert f"cancel:inn-{account}" not in UNDONE, "nothing after the failing step ran"
         BROKEN_REFUNDS.discard(account)
@@ -250,3 +265,14 @@ async def test_arguments_that_cannot_be_signed_are_refused_before_anything_runs(
     async with UndoLogSession(base_url=gateway.url) as session:
         with pytest.raises(ValueError, match="as a string"):
             await book(2**60 + 1, _session=session)  # type: ignore[arg-type]
+
+
+def test_a_flaky_compensation_is_retried_before_the_undo_gives_up(gateway: Gateway) -> None:
+    seat = f"seat-{uuid.uuid4().hex[:6]}"
+    FLAKY_FAILURES[seat] = 2
+    with UndoLogSession(base_url=gateway.url) as session:
+        reserve(seat, _session=session)
+        report = session.undo_sync(attempts=3, backoff=0.01)
+    assert report.state == "compensated"
+    assert UNDONE[-1] == f"release:{seat}"
+    assert FLAKY_FAILURES[seat] == 0

@@ -110,6 +110,7 @@ def call(ctx: CallContext, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[s
             stacklevel=2,
         )
         return (yield Run(spec.fn, args, kwargs))
+    deadline = time.monotonic() + (ctx.approval_timeout or 0)
     while answer["outcome"] == "awaiting_approval":
         held = AwaitingApprovalError(
             tool=spec.name,
@@ -120,7 +121,8 @@ def call(ctx: CallContext, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[s
         )
         if ctx.approval_timeout is None:
             raise held
-        if (yield from wait_for_approval(held.approval_id, ctx.approval_timeout)) is None:
+        left = deadline - time.monotonic()
+        if left <= 0 or (yield from wait_for_approval(held.approval_id, left)) is None:
             raise held
         answer = checked((yield Http("POST", "/v1/effects", body)), call_failed=True)
     outcome = answer["outcome"]
@@ -191,8 +193,10 @@ def wait_for_approval(approval_id: str, timeout: float) -> Flow:
         pause = min(pause * 2, 1.0)
 
 
-def undo(session_id: str) -> Flow:
-    """Undoes a session with the local compensations, newest first, reporting each step."""
+def undo(session_id: str, attempts: int = 3, backoff: float = 0.2) -> Flow:
+    """Undoes a session with the local compensations, newest first, reporting each step. A
+    compensation that raises is tried ``attempts`` times, pausing ``backoff`` seconds (doubled
+    each time) in between, before the undo stops there."""
     plan = checked((yield Http("POST", f"/v1/sessions/{session_id}/undo/begin")))
     state: str = plan["state"]
     steps: list[UndoStep] = []
@@ -209,10 +213,17 @@ def undo(session_id: str) -> Flow:
         else:
             args = {k: from_json(v, spec.hints.get(k, Any)) for k, v in step["args"].items()}
             result = from_json(step["result"], spec.hints.get("return", Any))
-            try:
-                outcome = yield Run(spec.compensation, (result,), args)
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
+            pause = backoff
+            for attempt in range(1, max(attempts, 1) + 1):
+                try:
+                    outcome = yield Run(spec.compensation, (result,), args)
+                    error = None
+                    break
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                    if attempt < attempts:
+                        yield Sleep(pause)
+                        pause *= 2
         if error is None:
             try:
                 report_body: JSON = {"outcome": "compensated", "result": to_json(outcome)}

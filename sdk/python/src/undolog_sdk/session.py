@@ -98,16 +98,18 @@ class UndoLogSession:
 
     # -- public operations --------------------------------------------------------------------
 
-    async def undo(self) -> UndoReport:
+    async def undo(self, *, attempts: int = 3, backoff: float = 0.2) -> UndoReport:
         """Undoes the session: the local compensations of its committed compensable calls run
-        newest first, each reported to the gateway. Raises :class:`UndoFailedError` at a
-        compensation that fails (the session is then ``compensation_failed``; call again to resume)."""
-        report: UndoReport = await self._drive_async(flow.undo(self.session_id))
+        newest first, each reported to the gateway; one that raises is retried ``attempts`` times
+        with doubling pauses from ``backoff`` seconds. Raises :class:`UndoFailedError` at a
+        compensation that keeps failing (the session is then ``compensation_failed``; call again
+        to resume from that step)."""
+        report: UndoReport = await self._drive_async(flow.undo(self.session_id, attempts, backoff))
         return report
 
-    def undo_sync(self) -> UndoReport:
+    def undo_sync(self, *, attempts: int = 3, backoff: float = 0.2) -> UndoReport:
         """:meth:`undo` for synchronous code."""
-        report: UndoReport = self._drive_sync(flow.undo(self.session_id))
+        report: UndoReport = self._drive_sync(flow.undo(self.session_id, attempts, backoff))
         return report
 
     async def wait_for_approval(self, approval_id: str, timeout: float = 60.0) -> str:
