@@ -276,3 +276,15 @@ def test_a_flaky_compensation_is_retried_before_the_undo_gives_up(gateway: Gatew
     assert report.state == "compensated"
     assert UNDONE[-1] == f"release:{seat}"
     assert FLAKY_FAILURES[seat] == 0
+
+
+def test_one_session_object_serves_sync_code_and_several_event_loops(gateway: Gateway) -> None:
+    import asyncio
+
+    hotel = f"hotel-{uuid.uuid4().hex[:6]}"
+    with UndoLogSession(base_url=gateway.url) as session:
+        first = asyncio.run(book(hotel, _session=session))
+        second = asyncio.run(book(hotel + "-annex", _session=session))
+        reserve(hotel, _session=session)
+    assert (first, second) == ({"booking": hotel.upper()}, {"booking": (hotel + "-annex").upper()})
+    assert session.steps_taken == 3

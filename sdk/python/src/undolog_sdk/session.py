@@ -57,6 +57,7 @@ class UndoLogSession:
         self._next_step = 0
         self._lock = threading.Lock()
         self._async_client: httpx.AsyncClient | None = None
+        self._async_loop: asyncio.AbstractEventLoop | None = None
         self._sync_client: httpx.Client | None = None
 
     def __repr__(self) -> str:  # never shows the key
@@ -186,7 +187,13 @@ class UndoLogSession:
         return headers
 
     async def _send_async(self, op: Http) -> Reply:
+        loop = asyncio.get_running_loop()
+        if self._async_client is not None and self._async_loop is not loop:
+            # A client is bound to its event loop; a session reused under another loop (a second
+            # asyncio.run) gets a new one.
+            self._async_client = None
         if self._async_client is None:
+            self._async_loop = loop
             self._async_client = httpx.AsyncClient(
                 base_url=self.base_url, headers=self._headers(), timeout=self._timeout
             )
