@@ -23,7 +23,7 @@ pub struct Gateway {
 impl Gateway {
     /// Opens the store the configuration names and connects to the upstreams.
     pub async fn build(config: GatewayConfig) -> Result<Arc<Gateway>, Error> {
-        let store = undolog_store::open(&config.store)
+        let store = undolog_store::open_with(&config.store, &config.store_pool)
             .await
             .map_err(|e| Error::Startup(e.to_string()))?;
         Ok(Gateway::with_store(config, store).await)

@@ -23,7 +23,7 @@ pub(crate) async fn run(command: KeysCommand) -> anyhow::Result<()> {
         KeysCommand::Create { org, label, source } => {
             let org = OrgId::new(org).map_err(|e| anyhow::anyhow!("--org: {e}"))?;
             let config = source.load(None)?;
-            let store = undolog_store::open(&config.store).await?;
+            let store = undolog_store::open_with(&config.store, &config.store_pool).await?;
             let key = undolog_gateway::create_key(&*store, org, label).await?;
             eprintln!(
                 "created key {} for org {}; send it as `Authorization: Bearer <key>`. It is shown only now:",

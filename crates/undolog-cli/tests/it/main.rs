@@ -120,3 +120,4 @@ fn the_demo_shows_replay_approval_and_undo_and_survives_a_second_run() {
 }
 
 mod gateway;
+mod two_gateways;

@@ -8,5 +8,6 @@ mod events;
 mod faults;
 mod forwarding;
 mod harness;
+mod postgres;
 mod rest_and_sdk;
 mod semantics;
