@@ -22,7 +22,11 @@ fn psql(server: &str, sql: &str) {
         .args([server, "-v", "ON_ERROR_STOP=1", "-qc", sql])
         .output()
         .expect("psql runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn bench(c: &mut Criterion) {
@@ -69,7 +73,10 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
     drop(engine);
-    psql(&server, &format!("DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"));
+    psql(
+        &server,
+        &format!("DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"),
+    );
 }
 
 /// `calls` new compensable calls, one after another, in a session of its own.
@@ -82,7 +89,13 @@ async fn session_calls(engine: Engine, calls: u64) {
     });
     for n in 0..calls {
         let args = Args::try_from(json!({"from": "alice", "to": "bob", "amount": n})).unwrap();
-        let call = Call::new(org.clone(), session.clone(), "transfer", args, policy.clone());
+        let call = Call::new(
+            org.clone(),
+            session.clone(),
+            "transfer",
+            args,
+            policy.clone(),
+        );
         let Intercept::Execute { effect_id, .. } = engine.intercept(call).await.unwrap() else {
             panic!("a new call executes");
         };

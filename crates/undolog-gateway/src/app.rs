@@ -18,6 +18,7 @@ pub struct Gateway {
     pub(crate) engine: Engine,
     pub(crate) upstreams: Upstreams,
     pub(crate) store: Arc<dyn Store>,
+    pub(crate) key_cache: crate::auth::KeyCache,
 }
 
 impl Gateway {
@@ -49,6 +50,7 @@ impl Gateway {
             engine,
             upstreams,
             store,
+            key_cache: crate::auth::KeyCache::default(),
         })
     }
 

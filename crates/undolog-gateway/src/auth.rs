@@ -4,7 +4,14 @@
 //! loopback address (start-up refuses anything else). Once a key exists every request needs one,
 //! and the org always comes from the key — a header may name the org, but only to agree with it.
 
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use axum::{
     extract::{Request, State},
@@ -101,23 +108,7 @@ impl Gateway {
             })
             .transpose()?;
         let principal = match bearer {
-            Some(secret) => {
-                let key = self
-                    .store
-                    .api_key_by_hash(&hash(secret))
-                    .await
-                    .map_err(|e| Error::Engine(e.into()))?
-                    .ok_or_else(|| {
-                        Error::Unauthorized(
-                            "this API key is not known; create one with `undolog keys create --org NAME`"
-                                .into(),
-                        )
-                    })?;
-                Principal {
-                    org: key.org,
-                    key_id: Some(key.id),
-                }
-            }
+            Some(secret) => self.principal_of_key(secret).await?,
             None if self.open_mode().await? => Principal::open(),
             None => {
                 return Err(Error::Unauthorized(
@@ -138,13 +129,48 @@ impl Gateway {
         Ok(principal)
     }
 
-    /// Open mode: no key exists yet. Checked on each request, so the first key closes it at once.
+    /// The org a key belongs to. Known keys are remembered for [`KEY_CACHE_TTL`], so a request
+    /// costs no store read; an unknown key is looked up every time.
+    async fn principal_of_key(&self, secret: &str) -> Result<Principal, Error> {
+        let hash = hash(secret);
+        if let Some(principal) = self.key_cache.get(&hash) {
+            return Ok(principal);
+        }
+        let key = self
+            .store
+            .api_key_by_hash(&hash)
+            .await
+            .map_err(|e| Error::Engine(e.into()))?
+            .ok_or_else(|| {
+                Error::Unauthorized(
+                    "this API key is not known; create one with `undolog keys create --org NAME`"
+                        .into(),
+                )
+            })?;
+        let principal = Principal {
+            org: key.org,
+            key_id: Some(key.id),
+        };
+        self.key_cache.put(hash, principal.clone());
+        Ok(principal)
+    }
+
+    /// Open mode: no key exists yet. Looked up on each request while open, so the first key
+    /// (made by another process, too) closes it at once; keys are never deleted, so once one is
+    /// seen the answer is kept.
     async fn open_mode(&self) -> Result<bool, Error> {
-        Ok(!self
+        if self.key_cache.keys_exist() {
+            return Ok(false);
+        }
+        let exist = self
             .store
             .has_api_keys()
             .await
-            .map_err(|e| Error::Engine(e.into()))?)
+            .map_err(|e| Error::Engine(e.into()))?;
+        if exist {
+            self.key_cache.note_keys_exist();
+        }
+        Ok(!exist)
     }
 }
 
@@ -169,5 +195,40 @@ pub(crate) async fn require_principal(
             }
             response
         }
+    }
+}
+
+/// How long a verified key is trusted without asking the store again.
+pub(crate) const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// Verified keys, by hash, and whether any key exists.
+#[derive(Debug, Default)]
+pub(crate) struct KeyCache {
+    verified: Mutex<HashMap<String, (Principal, Instant)>>,
+    keys_exist: AtomicBool,
+}
+
+impl KeyCache {
+    fn get(&self, hash: &str) -> Option<Principal> {
+        let verified = self.verified.lock().expect("key cache lock");
+        verified
+            .get(hash)
+            .filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL)
+            .map(|(principal, _)| principal.clone())
+    }
+
+    fn put(&self, hash: String, principal: Principal) {
+        let mut verified = self.verified.lock().expect("key cache lock");
+        verified.retain(|_, (_, at)| at.elapsed() < KEY_CACHE_TTL);
+        verified.insert(hash, (principal, Instant::now()));
+        self.note_keys_exist();
+    }
+
+    fn keys_exist(&self) -> bool {
+        self.keys_exist.load(Ordering::Relaxed)
+    }
+
+    fn note_keys_exist(&self) {
+        self.keys_exist.store(true, Ordering::Relaxed);
     }
 }
