@@ -155,12 +155,15 @@ impl Gateway {
         Ok(principal)
     }
 
-    /// Open mode: no key exists yet. Looked up on each request while open, so the first key
-    /// (made by another process, too) closes it at once; keys are never deleted, so once one is
-    /// seen the answer is kept.
+    /// Open mode: no key exists yet. While open, the store is asked again at most every
+    /// [`OPEN_MODE_RECHECK`], so a key made by another process closes it within that; keys are
+    /// never deleted, so once one is seen the answer is kept.
     async fn open_mode(&self) -> Result<bool, Error> {
         if self.key_cache.keys_exist() {
             return Ok(false);
+        }
+        if self.key_cache.recently_open() {
+            return Ok(true);
         }
         let exist = self
             .store
@@ -169,6 +172,8 @@ impl Gateway {
             .map_err(|e| Error::Engine(e.into()))?;
         if exist {
             self.key_cache.note_keys_exist();
+        } else {
+            self.key_cache.note_open();
         }
         Ok(!exist)
     }
@@ -201,11 +206,15 @@ pub(crate) async fn require_principal(
 /// How long a verified key is trusted without asking the store again.
 pub(crate) const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
 
+/// How long "no key exists" is believed without asking the store again.
+pub(crate) const OPEN_MODE_RECHECK: Duration = Duration::from_secs(1);
+
 /// Verified keys, by hash, and whether any key exists.
 #[derive(Debug, Default)]
 pub(crate) struct KeyCache {
     verified: Mutex<HashMap<String, (Principal, Instant)>>,
     keys_exist: AtomicBool,
+    open_seen_at: Mutex<Option<Instant>>,
 }
 
 impl KeyCache {
@@ -230,5 +239,14 @@ impl KeyCache {
 
     fn note_keys_exist(&self) {
         self.keys_exist.store(true, Ordering::Relaxed);
+    }
+
+    fn recently_open(&self) -> bool {
+        let seen = self.open_seen_at.lock().expect("key cache lock");
+        seen.is_some_and(|at| at.elapsed() < OPEN_MODE_RECHECK)
+    }
+
+    fn note_open(&self) {
+        *self.open_seen_at.lock().expect("key cache lock") = Some(Instant::now());
     }
 }
