@@ -1,0 +1,3 @@
+mod chain;
+mod conformance;
+mod remote_http;
