@@ -143,12 +143,12 @@ impl Interceptor for CrossBoundaryGuard {
             Phase::Request => {
                 let target = self.server_of(&config, &inv.event, &inv.payload);
                 for hit in &found {
-                    if let Some((format, origin)) = session.origins.get(hit.value) {
-                        if *origin != target {
-                            return Ok(Outcome::Validation(Validation::deny(format!(
-                                "cross-boundary secret flow: a {format} read from `{origin}` may not be sent to `{target}`; redact it or send it back only to `{origin}`"
-                            ))));
-                        }
+                    if let Some((format, origin)) = session.origins.get(hit.value)
+                        && *origin != target
+                    {
+                        return Ok(Outcome::Validation(Validation::deny(format!(
+                            "cross-boundary secret flow: a {format} read from `{origin}` may not be sent to `{target}`; redact it or send it back only to `{origin}`"
+                        ))));
                     }
                 }
                 session.in_flight = Some(target);

@@ -2,7 +2,7 @@
 
 use rmcp::model::{ErrorCode, ErrorData};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::descriptor::{InterceptorType, Mode, Phase};
 use crate::error::{INTERNAL_ERROR, INVALID_PARAMS, TIMEOUT};
@@ -132,7 +132,7 @@ impl ChainExecutionResult {
             .as_ref()
             .map_or("blocked", |a| a.reason.as_str());
         let message = format!("{} blocked by interceptors: {reason}", self.event);
-        let data = serde_json::to_value(self).unwrap_or_else(|_| json!(null));
+        let data = serde_json::to_value(self).unwrap_or(Value::Null);
         Some(ErrorData::new(ErrorCode(code), message, Some(data)))
     }
 }

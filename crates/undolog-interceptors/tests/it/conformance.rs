@@ -145,10 +145,10 @@ fn check_decision(
         return Err(format!("decision {decision}, expected {}", expect.decision));
     }
     let text = payload.as_ref().map(canonical).unwrap_or_default();
-    if let Some(expected) = &expect.final_payload_canonical {
-        if &text != expected {
-            return Err(format!("final payload {text}, expected {expected}"));
-        }
+    if let Some(expected) = &expect.final_payload_canonical
+        && &text != expected
+    {
+        return Err(format!("final payload {text}, expected {expected}"));
     }
     if let Some(s) = expect.forbids.iter().find(|s| text.contains(s.as_str())) {
         return Err(format!("final payload {text} still contains `{s}`"));
