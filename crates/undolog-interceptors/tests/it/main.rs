@@ -1,3 +1,4 @@
 mod chain;
 mod conformance;
 mod remote_http;
+mod remote_stdio;
