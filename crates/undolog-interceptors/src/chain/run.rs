@@ -164,8 +164,12 @@ impl Run<'_> {
         for (member, (result, duration_ms)) in validators.iter().zip(runs) {
             let d = member.descriptor();
             let mut entry = entry(member, duration_ms);
+            let result = result.and_then(|o| match o {
+                Outcome::Validation(v) => Ok(v),
+                other => Err(wrong_type(d, &other)),
+            });
             match result {
-                Ok(Outcome::Validation(v)) => {
+                Ok(v) => {
                     self.summary.add(&v);
                     if d.mode == Mode::Active && v.blocks() && blocked.is_none() {
                         blocked = Some(Abort {
@@ -176,7 +180,6 @@ impl Run<'_> {
                     }
                     entry.validation = Some(v);
                 }
-                Ok(Outcome::Mutation(_)) => unreachable_kind(),
                 Err(Failure::ChainDeadline) => deadline_hit = true,
                 Err(Failure::Interceptor(e)) => {
                     entry.skipped = d.fail_open || d.mode == Mode::Audit;
@@ -203,12 +206,16 @@ impl Run<'_> {
             let d = member.descriptor();
             let (result, duration_ms) = self.invoke(member, self.payload.clone()).await;
             let mut entry = entry(member, duration_ms);
+            let result = result.and_then(|o| match o {
+                Outcome::Mutation(m) => Ok(m),
+                other => Err(wrong_type(d, &other)),
+            });
             match result {
-                Ok(Outcome::Mutation(Mutation {
+                Ok(Mutation {
                     modified,
                     payload,
                     info,
-                })) => {
+                }) => {
                     let apply = modified && d.mode == Mode::Active;
                     entry.applied = Some(apply);
                     entry.mutation = Some(Mutation {
@@ -220,7 +227,6 @@ impl Run<'_> {
                         self.payload = payload;
                     }
                 }
-                Ok(Outcome::Validation(_)) => unreachable_kind(),
                 Err(Failure::ChainDeadline) => {
                     self.results.push(entry);
                     return Some(self.chain_deadline());
@@ -280,11 +286,11 @@ fn denial_reason(name: &str, v: &Validation) -> String {
     }
 }
 
-/// `call` checks that an outcome has the interceptor's declared type, so a validator never
-/// yields a mutation here and vice versa.
-fn unreachable_kind() {
-    debug_assert!(
-        false,
-        "registry::call lets only outcomes of the declared type through"
-    );
+/// `call` already refuses an outcome of the wrong type; this keeps the chain total anyway.
+fn wrong_type(d: &crate::descriptor::Descriptor, got: &Outcome) -> Failure {
+    Failure::Interceptor(Error::WrongResultType {
+        name: d.name.clone(),
+        declared: d.kind.as_str(),
+        got: got.kind().as_str(),
+    })
 }
