@@ -265,7 +265,8 @@ fn entry(member: &Member, duration_ms: u64) -> ChainEntry {
 }
 
 fn failure(name: &str, error: &Error, otherwise: ChainStatus) -> Abort {
-    let status = if matches!(error, Error::Timeout { .. }) {
+    // A remote interceptor's own timeout arrives as JSON-RPC −32000.
+    let status = if error.code() == crate::error::TIMEOUT {
         ChainStatus::Timeout
     } else {
         otherwise

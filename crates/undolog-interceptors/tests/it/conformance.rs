@@ -1,9 +1,9 @@
 //! The SEP-2624 conformance adapter: replays the language-neutral fixtures in
 //! `shared/conformance/interceptors/` through the four adapter calls (create session, list,
-//! invoke, chain). Every call goes over a real MCP connection: the fixture's interceptors are
-//! registered on an `InterceptorServer`, served by rmcp over an in-memory duplex pipe, and reached
-//! by an rmcp client; the chain is built from the interceptors that client discovers with
-//! `interceptors/list` and invokes with `interceptor/invoke`.
+//! invoke, chain), twice: over a real MCP connection (the fixture's interceptors registered on an
+//! `InterceptorServer`, served by rmcp over an in-memory duplex pipe, reached by an rmcp client;
+//! the chain built from the interceptors that client discovers with `interceptors/list` and
+//! invokes with `interceptor/invoke`), and in process (the same registry and chain, no wire).
 
 mod behaviors;
 mod fixture;
@@ -27,41 +27,66 @@ fn suite_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/interceptors")
 }
 
-/// One adapter session: a fresh interceptor server, a client connected to it, and a chain of the
-/// server's interceptors as the client discovered them.
+/// How the adapter reaches the fixture's interceptors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Reach {
+    /// Over a real MCP connection: an `InterceptorServer` served by rmcp over an in-memory pipe,
+    /// an rmcp client, and a chain of the remote interceptors that client discovered.
+    Mcp,
+    /// In process: the registry called directly and a chain of the same interceptor objects (how
+    /// the gateway runs its built-ins).
+    InProcess,
+}
+
+enum Backend {
+    Mcp(InterceptorClient),
+    InProcess(Registry),
+}
+
+/// One adapter session: fresh interceptors, the way to list and invoke them, and a chain of them.
 struct Session {
-    client: InterceptorClient,
+    backend: Backend,
     chain: Chain,
 }
 
 impl Session {
     /// `createSession(interceptors)`.
-    async fn create(interceptors: &[FixtureInterceptor]) -> Session {
+    async fn create(interceptors: &[FixtureInterceptor], reach: Reach) -> Session {
         let mut registry = Registry::new();
         for i in interceptors {
             registry
                 .register(behaviors::bind(i))
                 .expect("fixture interceptors register");
         }
-        let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-        let server = InterceptorServer::new(registry, "undolog-conformance");
-        tokio::spawn(async move {
-            if let Ok(running) = server.serve(server_io).await {
-                let _ = running.waiting().await;
+        let (backend, members) = match reach {
+            Reach::InProcess => {
+                let members: Vec<_> = registry.interceptors().cloned().collect();
+                (Backend::InProcess(registry), members)
             }
-        });
-        let service = ().serve(client_io).await.expect("MCP client connects over the pipe");
-        let client = InterceptorClient::from_service(service);
-        assert!(
-            client.advertises_interceptors(),
-            "server must advertise the interceptors extension"
-        );
+            Reach::Mcp => {
+                let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+                let server = InterceptorServer::new(registry, "undolog-conformance");
+                tokio::spawn(async move {
+                    if let Ok(running) = server.serve(server_io).await {
+                        let _ = running.waiting().await;
+                    }
+                });
+                let service = ().serve(client_io).await.expect("MCP client connects over the pipe");
+                let client = InterceptorClient::from_service(service);
+                assert!(
+                    client.advertises_interceptors(),
+                    "server must advertise the interceptors extension"
+                );
+                let members = client.interceptors().await.expect("interceptors/list");
+                (Backend::Mcp(client), members)
+            }
+        };
         let mut chain = Chain::new();
-        for remote in client.interceptors().await.expect("interceptors/list") {
+        for interceptor in members {
             let guard = interceptors.iter().any(|i| {
-                i.name == remote.descriptor().name && i.behavior == "cross-boundary-guard"
+                i.name == interceptor.descriptor().name && i.behavior == "cross-boundary-guard"
             });
-            let member = Member::new(remote);
+            let member = Member::new(interceptor);
             let member = if guard {
                 member.with_config(behaviors::tool_servers())
             } else {
@@ -69,21 +94,29 @@ impl Session {
             };
             chain
                 .push(member)
-                .expect("chain accepts the discovered interceptors");
+                .expect("chain accepts the session's interceptors");
         }
-        Session { client, chain }
+        Session { backend, chain }
     }
 
     /// `session.list(event | null)`.
     async fn list(&self, event: Option<String>) -> Result<Value, Error> {
-        let result = self.client.list(&ListParams { event, phase: None }).await?;
+        let params = ListParams { event, phase: None };
+        let result = match &self.backend {
+            Backend::Mcp(client) => client.list(&params).await?,
+            Backend::InProcess(registry) => registry.list(&params),
+        };
         Ok(serde_json::to_value(result).expect("list result encodes"))
     }
 
     /// `session.invoke(params)`: the wire result, or the JSON-RPC error code.
     async fn invoke(&self, params: Value) -> Result<Value, i32> {
         let params: InvokeParams = serde_json::from_value(params).expect("fixture invoke params");
-        match self.client.invoke(&params).await {
+        let result = match &self.backend {
+            Backend::Mcp(client) => client.invoke(&params).await,
+            Backend::InProcess(registry) => registry.invoke(params).await,
+        };
+        match result {
             Ok(result) => Ok(serde_json::to_value(result).expect("invoke result encodes")),
             Err(e) => Err(e.code()),
         }
@@ -160,8 +193,8 @@ fn check_decision(
 }
 
 /// Replay one fixture; the first failing step's index and reason on failure.
-async fn replay(f: &Fixture) -> Result<(), String> {
-    let session = Session::create(&f.interceptors).await;
+async fn replay(f: &Fixture, reach: Reach) -> Result<(), String> {
+    let session = Session::create(&f.interceptors, reach).await;
     for (n, step) in f.steps.iter().enumerate() {
         let outcome = match step {
             Step::List { event, expect } => match session.list(event.clone()).await {
@@ -212,9 +245,7 @@ async fn conformance_fixtures_pass() {
         "the manifest lists no fixtures"
     );
 
-    let mut by_requirement: BTreeMap<String, (u32, u32)> = BTreeMap::new();
-    let mut by_kind: BTreeMap<String, (u32, u32)> = BTreeMap::new();
-    let mut failures = Vec::new();
+    let mut fixtures = Vec::new();
     for entry in &manifest.fixtures {
         let text = std::fs::read_to_string(dir.join(&entry.file))
             .expect("fixture file listed in the manifest");
@@ -224,30 +255,33 @@ async fn conformance_fixtures_pass() {
             (&fixture.kind, &fixture.requirement),
             (&entry.kind, &entry.requirement)
         );
-        let result = replay(&fixture).await;
-        let ok = u32::from(result.is_ok());
-        for (key, map) in [
-            (&entry.requirement, &mut by_requirement),
-            (&entry.kind, &mut by_kind),
-        ] {
-            let counts = map.entry(key.clone()).or_default();
-            counts.0 += ok;
-            counts.1 += 1;
-        }
-        match result {
-            Ok(()) => println!("PASS {}", entry.id),
-            Err(reason) => {
-                println!("FAIL {}: {reason}", entry.id);
-                failures.push(entry.id.clone());
+        fixtures.push(fixture);
+    }
+
+    let mut failures = Vec::new();
+    for reach in [Reach::Mcp, Reach::InProcess] {
+        println!("\n== fixtures, {reach:?}");
+        // requirement or kind -> (passed, total)
+        let mut counts: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+        for fixture in &fixtures {
+            let result = replay(fixture, reach).await;
+            for key in [&fixture.requirement, &fixture.kind] {
+                let c = counts.entry(key.clone()).or_default();
+                c.0 += u32::from(result.is_ok());
+                c.1 += 1;
+            }
+            match result {
+                Ok(()) => println!("PASS {}", fixture.id),
+                Err(reason) => {
+                    println!("FAIL {}: {reason}", fixture.id);
+                    failures.push(format!("{reach:?} {}", fixture.id));
+                }
             }
         }
-    }
-    println!("\nrequirement | passed / total");
-    for (requirement, (passed, total)) in &by_requirement {
-        println!("{requirement} | {passed} / {total}");
-    }
-    for (kind, (passed, total)) in &by_kind {
-        println!("{kind}: {passed} / {total}");
+        println!("requirement | passed / total");
+        for (key, (passed, total)) in &counts {
+            println!("{key} | {passed} / {total}");
+        }
     }
     assert!(
         failures.is_empty(),
