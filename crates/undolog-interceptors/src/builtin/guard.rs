@@ -89,6 +89,15 @@ impl CrossBoundaryGuard {
         })
     }
 
+    /// Drop what the guard remembers of a session (call when the session ends; taint is kept in
+    /// memory only, per guard instance).
+    pub fn forget_session(&self, session_id: &str) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+    }
+
     fn server_of(&self, config: &GuardConfig, event: &str, payload: &Value) -> String {
         if let Some(tool) = payload.get("name").and_then(Value::as_str) {
             let server = config
