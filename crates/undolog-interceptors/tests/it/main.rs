@@ -1,3 +1,4 @@
+mod bad_input;
 mod chain;
 mod conformance;
 mod remote_http;
