@@ -70,6 +70,17 @@ impl Direction {
 #[cfg(test)]
 mod tests {
     use super::event_matches;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The glob matcher agrees with the same pattern as an anchored regex (`*` as `.*`).
+        #[test]
+        fn glob_agrees_with_regex(pattern in "[a-c/*]{0,8}", event in "[a-c/]{0,10}") {
+            let escaped: Vec<String> = pattern.split('*').map(regex::escape).collect();
+            let reference = regex::Regex::new(&format!("^{}$", escaped.join(".*"))).unwrap();
+            prop_assert_eq!(event_matches(&pattern, &event), reference.is_match(&event));
+        }
+    }
 
     #[test]
     fn wildcards_and_globs() {
