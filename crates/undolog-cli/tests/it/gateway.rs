@@ -26,7 +26,7 @@ fn fixtures() -> PathBuf {
     dir
 }
 
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -35,7 +35,7 @@ impl Drop for Killed {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -43,7 +43,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn wait_healthy(base: &str) {
+pub(crate) fn wait_healthy(base: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         if let Ok(out) = Command::new("curl")
@@ -58,7 +58,7 @@ fn wait_healthy(base: &str) {
     panic!("the gateway did not come up at {base}");
 }
 
-fn curl_json(args: &[&str]) -> Value {
+pub(crate) fn curl_json(args: &[&str]) -> Value {
     let out = Command::new("curl")
         .args(["-s"])
         .args(args)
