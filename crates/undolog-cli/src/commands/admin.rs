@@ -210,10 +210,7 @@ pub(crate) async fn undo(args: UndoArgs) -> anyhow::Result<()> {
         table::text(&report["state"])
     );
     if !not_undoable.is_empty() {
-        println!(
-            "not undoable (irreversible): {}",
-            not_undoable.join(", ")
-        );
+        println!("not undoable (irreversible): {}", not_undoable.join(", "));
     }
     Ok(())
 }
@@ -223,19 +220,22 @@ async fn print_approvals(remote: &Remote, approvals: &Value) {
     let mut rows = Vec::new();
     for a in list(approvals) {
         let effect = remote
-            .get(&format!("/v1/effects/{}", segment(&table::text(&a["effect"]))))
+            .get(&format!(
+                "/v1/effects/{}",
+                segment(&table::text(&a["effect"]))
+            ))
             .await
             .unwrap_or(Value::Null);
         rows.push(vec![
-                table::text(&a["id"]),
-                table::text(&a["session"]),
-                table::text(&effect["tool"]),
-                table::compact(&effect["args"], 40),
-                table::text(&a["state"]),
-                table::time(&a["requested_at"]),
-                table::time(&a["expires_at"]),
-                table::text(&a["decided_by"]),
-                table::text(&a["reason"]),
+            table::text(&a["id"]),
+            table::text(&a["session"]),
+            table::text(&effect["tool"]),
+            table::compact(&effect["args"], 40),
+            table::text(&a["state"]),
+            table::time(&a["requested_at"]),
+            table::time(&a["expires_at"]),
+            table::text(&a["decided_by"]),
+            table::text(&a["reason"]),
         ]);
     }
     table::print(

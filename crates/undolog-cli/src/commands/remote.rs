@@ -47,7 +47,10 @@ impl Remote {
             )
         })?;
         let status = response.status();
-        let text = response.text().await.context("reading the gateway's answer")?;
+        let text = response
+            .text()
+            .await
+            .context("reading the gateway's answer")?;
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if status.is_success() {
             return Ok(value);

@@ -84,8 +84,10 @@ impl Running {
 }
 
 const TRANSFER: &str = r#"{"name": "transfer", "arguments": {"from_account": "alice", "to_account": "bob", "amount": 7}}"#;
-const EMAIL: &str = r#"{"name": "send_email", "arguments": {"to": "bob@example.com", "subject": "hi"}}"#;
-const EMAIL_2: &str = r#"{"name": "send_email", "arguments": {"to": "eve@example.com", "subject": "hi"}}"#;
+const EMAIL: &str =
+    r#"{"name": "send_email", "arguments": {"to": "bob@example.com", "subject": "hi"}}"#;
+const EMAIL_2: &str =
+    r#"{"name": "send_email", "arguments": {"to": "eve@example.com", "subject": "hi"}}"#;
 
 /// Where `word` starts in the line that contains `marker`.
 fn column(text: &str, marker: &str, word: &str) -> usize {
@@ -101,7 +103,9 @@ fn column(text: &str, marker: &str, word: &str) -> usize {
 fn admin_commands_list_decide_and_undo_with_tables_and_json() {
     let gw = serve();
     let created = Command::new(env!("CARGO_BIN_EXE_undolog"))
-        .args(["keys", "create", "--org", "acme", "--json", "--store", &gw.store])
+        .args([
+            "keys", "create", "--org", "acme", "--json", "--store", &gw.store,
+        ])
         .output()
         .unwrap();
     assert!(created.status.success());
@@ -118,7 +122,10 @@ fn admin_commands_list_decide_and_undo_with_tables_and_json() {
     let refused = gw.admin(None, &["sessions"]);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("401") && stderr.contains("--api-key"), "{stderr}");
+    assert!(
+        stderr.contains("401") && stderr.contains("--api-key"),
+        "{stderr}"
+    );
 
     let sessions = gw.table(key, &["sessions"]);
     assert!(sessions.starts_with("SESSION"), "{sessions}");
@@ -141,7 +148,10 @@ fn admin_commands_list_decide_and_undo_with_tables_and_json() {
     ] {
         assert!(effects.contains(word), "{word:?} missing:\n{effects}");
     }
-    assert_eq!(gw.json(key, &["effects", "s-1"]).as_array().unwrap().len(), 2);
+    assert_eq!(
+        gw.json(key, &["effects", "s-1"]).as_array().unwrap().len(),
+        2
+    );
 
     let approvals = gw.table(key, &["approvals"]);
     assert!(
@@ -172,23 +182,40 @@ fn admin_commands_list_decide_and_undo_with_tables_and_json() {
             .len(),
         2
     );
-    assert!(gw.table(key, &["approvals"]).lines().count() == 1, "none pending");
+    assert!(
+        gw.table(key, &["approvals"]).lines().count() == 1,
+        "none pending"
+    );
 
     let undone = gw.table(key, &["undo", "s-1"]);
-    assert!(undone.contains("session s-1 is now compensated"), "{undone}");
+    assert!(
+        undone.contains("session s-1 is now compensated"),
+        "{undone}"
+    );
     assert!(undone.contains("not undoable (irreversible)"), "{undone}");
-    assert!(undone.lines().any(|l| l.contains("transfer") && l.contains("compensated")));
+    assert!(
+        undone
+            .lines()
+            .any(|l| l.contains("transfer") && l.contains("compensated"))
+    );
     assert_eq!(gw.json(key, &["sessions"])[0]["state"], "compensated");
 
     let missing = gw.admin(Some(key), &["approve", "not-an-id"]);
     let stderr = String::from_utf8_lossy(&missing.stderr);
-    assert!(!missing.status.success() && stderr.contains("400"), "{stderr}");
+    assert!(
+        !missing.status.success() && stderr.contains("400"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn admin_commands_say_how_to_reach_a_gateway_that_is_not_there() {
     let out = Command::new(env!("CARGO_BIN_EXE_undolog"))
-        .args(["sessions", "--url", &format!("http://127.0.0.1:{}", free_port())])
+        .args([
+            "sessions",
+            "--url",
+            &format!("http://127.0.0.1:{}", free_port()),
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -16,7 +16,10 @@ const SCRIPT: &str = include_str!("dashboard/app.js");
 /// `/`, `/assets/app.css` and `/assets/app.js`.
 pub(super) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
-        .route("/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
+        .route(
+            "/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX) }),
+        )
         .route(
             "/assets/app.css",
             get(|| async { asset("text/css; charset=utf-8", STYLE) }),

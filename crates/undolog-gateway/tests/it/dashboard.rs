@@ -78,7 +78,10 @@ async fn events_take_the_key_in_the_query_and_still_show_one_org_only() {
     assert_eq!(acme_events.status(), 200);
     let globex_events = get(format!("/events?x=1&access_token={}", globex.secret)).await;
     assert_eq!(globex_events.status(), 200);
-    assert_eq!(get("/events?access_token=ul_nope".into()).await.status(), 401);
+    assert_eq!(
+        get("/events?access_token=ul_nope".into()).await.status(),
+        401
+    );
     assert_eq!(
         get(format!("/v1/sessions?access_token={}", acme.secret))
             .await
