@@ -62,10 +62,16 @@ async function startGateway() {
     cwd: dir,
     stdio: ["ignore", log, log],
   });
-  cleanups.unshift(() => child.kill());
-  const failed = new Promise((_, reject) => child.on("exit", (code) => reject(new Error(
-    `the gateway exited (${code}):\n${fs.readFileSync(path.join(dir, "gateway.log"), "utf8")}`,
-  ))));
+  let stopping = false;
+  cleanups.unshift(() => {
+    stopping = true;
+    child.kill();
+  });
+  const failed = new Promise((_, reject) => child.on("exit", (code) => {
+    if (stopping) return;
+    const output = fs.readFileSync(path.join(dir, "gateway.log"), "utf8");
+    reject(new Error(`the gateway exited (${code}):\n${output}`));
+  }));
   failed.catch(() => {});
   const deadline = Date.now() + 30_000;
   for (;;) {
