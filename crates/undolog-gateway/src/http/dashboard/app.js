@@ -11,6 +11,7 @@ const state = {
   effects: [],
   inDoubt: new Set(),
   replays: new Map(), // effect id -> replays seen since the page opened
+  tools: new Map(), // effect id -> tool, from effect_intercepted, for the event log
   source: null,
   undoing: null, // session id being undone
   progressFor: null, // session whose undo progress is shown
@@ -56,7 +57,10 @@ async function api(method, path, body) {
 
 function fmtTime(ms) {
   if (ms === null || ms === undefined) return "";
-  return new Date(ms).toLocaleTimeString([], { hour12: false });
+  const date = new Date(ms);
+  const time = date.toLocaleTimeString([], { hour12: false });
+  return date.toDateString() === new Date().toDateString()
+    ? time : `${date.toLocaleDateString()} ${time}`;
 }
 
 function fmtDuration(effect) {
@@ -65,8 +69,22 @@ function fmtDuration(effect) {
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
 
+// JSON on as few lines as the column allows: `{ "amount": 25, "to": "bob" }`.
 function json(value) {
-  return value === null || value === undefined ? "" : JSON.stringify(value, null, 1);
+  return value === null || value === undefined ? "" : JSON.stringify(value, null, 1).replace(/\s*\n\s*/g, " ");
+}
+
+// What a person wants of a tool result: its structured content, else its text, else all of it.
+function resultSummary(result) {
+  if (result === null || result === undefined || typeof result !== "object") return json(result);
+  if (result.structuredContent !== undefined && result.structuredContent !== null) {
+    return json(result.structuredContent);
+  }
+  if (Array.isArray(result.content)) {
+    const texts = result.content.filter((c) => c && c.type === "text").map((c) => c.text);
+    if (texts.length === result.content.length) return texts.join("\n");
+  }
+  return json(result);
 }
 
 function badge(text, cls) {
@@ -224,8 +242,10 @@ function scheduleRefresh() {
 
 function logEvent(name, data) {
   $("events-empty").hidden = true;
+  if (data.effect_id && data.tool) state.tools.set(data.effect_id, data.tool);
   const detail = [];
-  if (data.tool) detail.push(data.tool);
+  const tool = data.tool || state.tools.get(data.effect_id);
+  if (tool) detail.push(tool);
   if (data.state) detail.push(data.state);
   if (data.approved !== undefined) detail.push(data.approved ? "approved" : "denied");
   if (data.compensated !== undefined) detail.push(data.compensated ? "compensated" : "failed");
@@ -312,7 +332,7 @@ function renderEffects() {
     const doubt = state.inDoubt.has(e.id);
     const outcome = e.error !== null && e.error !== undefined
       ? el("span", { class: "error", text: e.error })
-      : el("pre", { text: json(e.result) });
+      : el("pre", { text: resultSummary(e.result), title: json(e.result) });
     const replays = state.replays.get(e.id) || 0;
     return el("tr", { class: doubt ? "in-doubt" : "", "data-effect": e.id, "data-tool": e.tool },
       el("td", { text: e.seq }),
@@ -323,7 +343,7 @@ function renderEffects() {
       el("td", {}, el("pre", { text: json(e.args) })),
       el("td", {}, outcome),
       el("td", { class: "replays", text: replays ? `replayed ×${replays}` : "—" }),
-      el("td", { text: fmtDuration(e) }),
+      el("td", { text: fmtDuration(e), title: "from interception to the recorded outcome (includes any wait for approval)" }),
     );
   }));
 }
