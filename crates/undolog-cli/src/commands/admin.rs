@@ -104,7 +104,7 @@ pub(crate) async fn effects(args: EffectsArgs) -> anyhow::Result<()> {
         .map(|e| {
             let state = table::text(&e["state"]);
             let outcome = if e["error"].is_null() {
-                table::compact(&e["result"], 40)
+                table::compact(result_summary(&e["result"]), 40)
             } else {
                 format!("error: {}", table::compact(&e["error"], 33))
             };
@@ -252,6 +252,14 @@ async fn print_approvals(remote: &Remote, approvals: &Value) {
         ],
         &rows,
     );
+}
+
+/// What a person wants of a tool result: its structured content, else all of it.
+fn result_summary(result: &Value) -> &Value {
+    match &result["structuredContent"] {
+        Value::Null => result,
+        structured => structured,
+    }
 }
 
 fn list(value: &Value) -> impl Iterator<Item = &Value> {

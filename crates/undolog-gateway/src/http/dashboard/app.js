@@ -109,7 +109,11 @@ async function start() {
     if (mode.api_key_required && !state.key) return showLogin("");
     await enter();
   } catch (e) {
-    if (e instanceof AuthError) return showLogin("That key was refused; enter another.");
+    if (e instanceof AuthError) {
+      sessionStorage.removeItem(KEY_STORAGE);
+      state.key = null;
+      return showLogin("The saved key was refused; enter another.");
+    }
     setStatus(`Cannot reach the gateway: ${e.message}`, "down");
   }
 }
@@ -171,11 +175,23 @@ function startEvents() {
   const url = state.key ? `/events?access_token=${encodeURIComponent(state.key)}` : "/events";
   const source = new EventSource(url);
   state.source = source;
-  source.onopen = () => setStatus("Live", "live");
-  source.onerror = () => setStatus(
-    source.readyState === EventSource.CLOSED ? "Disconnected; reload the page" : "Reconnecting…",
-    "down",
-  );
+  let reconnecting = false;
+  source.onopen = () => {
+    setStatus("Live", "live");
+    if (reconnecting) {
+      // Events sent while the stream was down are gone: reload everything once.
+      state.dirty = { sessions: true, effects: true, approvals: true };
+      scheduleRefresh();
+    }
+    reconnecting = false;
+  };
+  source.onerror = () => {
+    reconnecting = true;
+    setStatus(
+      source.readyState === EventSource.CLOSED ? "Disconnected; reload the page" : "Reconnecting…",
+      "down",
+    );
+  };
   for (const name of EVENT_NAMES) {
     source.addEventListener(name, (message) => {
       let data = {};
