@@ -180,12 +180,30 @@ impl Gateway {
 }
 
 /// Axum middleware: puts the caller's [`Principal`] into the request, or answers 401/403.
+///
+/// `GET /events` also takes the key as `?access_token=<key>`, because a browser's `EventSource`
+/// cannot send headers; no other route does, so keys stay out of URLs everywhere else.
 pub(crate) async fn require_principal(
     State(gateway): State<Arc<Gateway>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    match gateway.authenticate(request.headers()).await {
+    let authenticated = match query_token(&request) {
+        Some(token) => {
+            let mut headers = request.headers().clone();
+            match axum::http::HeaderValue::from_str(&format!("Bearer {token}")) {
+                Ok(value) => {
+                    headers.insert(header::AUTHORIZATION, value);
+                    gateway.authenticate(&headers).await
+                }
+                Err(_) => Err(Error::Unauthorized(
+                    "access_token is not a valid API key".into(),
+                )),
+            }
+        }
+        None => gateway.authenticate(request.headers()).await,
+    };
+    match authenticated {
         Ok(principal) => {
             request.extensions_mut().insert(principal);
             next.run(request).await
@@ -249,4 +267,32 @@ impl KeyCache {
     fn note_open(&self) {
         *self.open_seen_at.lock().expect("key cache lock") = Some(Instant::now());
     }
+}
+
+/// The key in `?access_token=`, on `GET /events` only and only when no Authorization header is
+/// sent (the header wins).
+fn query_token(request: &Request) -> Option<String> {
+    if request.uri().path() != "/events" || request.headers().contains_key(header::AUTHORIZATION) {
+        return None;
+    }
+    request.uri().query()?.split('&').find_map(|pair| {
+        let value = pair.strip_prefix("access_token=")?;
+        // Keys are `ul_` and hex, so they need no decoding; anything else fails as unknown.
+        Some(value.to_owned())
+    })
+}
+
+/// Whether requests need a key now: the dashboard asks before it calls anything, so a person is
+/// asked for a key instead of seeing failed requests.
+pub(crate) async fn mode(State(gateway): State<Arc<Gateway>>) -> Response {
+    match gateway.open_mode().await {
+        Ok(open) => axum::Json(serde_json::json!({ "api_key_required": !open })).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Who the credentials are: the org and key id, for the dashboard's header and the CLI.
+pub(crate) async fn whoami(axum::Extension(principal): axum::Extension<Principal>) -> Response {
+    axum::Json(serde_json::json!({ "org": principal.org, "key_id": principal.key_id }))
+        .into_response()
 }

@@ -4,6 +4,7 @@
 mod bad_input;
 mod clients;
 mod config;
+mod dashboard;
 mod events;
 mod faults;
 mod forwarding;
