@@ -31,6 +31,18 @@ enum Command {
     Demo(commands::demo::Args),
     /// Print the signature of a call (how other languages check parity).
     Signature(commands::signature::Args),
+    /// List the sessions of a running gateway (the key's org).
+    Sessions(commands::admin::SessionsArgs),
+    /// List a session's effects in order: tool, tier, state, duration, arguments, result.
+    Effects(commands::admin::EffectsArgs),
+    /// List approvals (pending unless --status says otherwise).
+    Approvals(commands::admin::ApprovalsArgs),
+    /// Approve a held call; the identical call then runs (or the held request resumes).
+    Approve(commands::admin::ApproveArgs),
+    /// Deny a held call, with a reason the agent sees.
+    Deny(commands::admin::DenyArgs),
+    /// Undo a session: run its compensations newest first and print the report.
+    Undo(commands::admin::UndoArgs),
 }
 
 #[tokio::main]
@@ -46,5 +58,11 @@ async fn main() -> anyhow::Result<()> {
         Command::DemoBank(args) => commands::demo_bank::run(args).await,
         Command::Demo(args) => commands::demo::run(args).await,
         Command::Signature(args) => commands::signature::run(&args),
+        Command::Sessions(args) => commands::admin::sessions(args).await,
+        Command::Effects(args) => commands::admin::effects(args).await,
+        Command::Approvals(args) => commands::admin::approvals(args).await,
+        Command::Approve(args) => commands::admin::approve(args).await,
+        Command::Deny(args) => commands::admin::deny(args).await,
+        Command::Undo(args) => commands::admin::undo(args).await,
     }
 }

@@ -8,7 +8,7 @@ use tokio::{
     sync::{Notify, broadcast},
     time::Instant,
 };
-use undolog_store::{Effect, Lease, Session, Store, Tx};
+use undolog_store::{Effect, Lease, Notifications, Session, Store, Tx};
 use undolog_types::{EffectId, EffectState, LockKey, OrgId, SessionId, Timestamp};
 
 use crate::{
@@ -23,13 +23,15 @@ pub struct Engine {
 }
 
 #[derive(Debug)]
-struct Inner {
+pub(crate) struct Inner {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     config: EngineConfig,
-    /// Woken after every committed change, so waiters look again at once.
-    changed: Notify,
-    events: broadcast::Sender<Event>,
+    /// Woken after every committed change (here, or another process's), so waiters look again.
+    pub(crate) changed: Notify,
+    pub(crate) events: broadcast::Sender<Event>,
+    /// Hints to and from other processes on the same store.
+    hints: Option<Arc<dyn Notifications>>,
 }
 
 impl Engine {
@@ -43,15 +45,29 @@ impl Engine {
         clock: Arc<dyn Clock>,
     ) -> Engine {
         let (events, _) = broadcast::channel(1024);
-        Engine {
-            inner: Arc::new(Inner {
-                store,
-                clock,
-                config,
-                changed: Notify::new(),
-                events,
-            }),
+        let hints = store.notifications();
+        let inner = Arc::new(Inner {
+            store,
+            clock,
+            config,
+            changed: Notify::new(),
+            events,
+            hints,
+        });
+        if let Some(hints) = &inner.hints {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                crate::hints::listen(
+                    Arc::downgrade(&inner),
+                    hints,
+                    inner.config.executor_id.clone(),
+                );
+            } else {
+                tracing::warn!(
+                    "no async runtime: other processes' changes are seen by polling only"
+                );
+            }
         }
+        Engine { inner }
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -320,6 +336,14 @@ impl Engine {
 
     pub(crate) fn published(&self, events: Vec<Event>) {
         self.inner.changed.notify_waiters();
+        if let Some(hints) = self.inner.hints.clone() {
+            let hint = crate::hints::encode(&self.inner.config.executor_id, &events);
+            tokio::spawn(async move {
+                if let Err(e) = hints.publish(&hint).await {
+                    tracing::debug!(error = %e, "hint not sent; other processes will poll");
+                }
+            });
+        }
         for event in events {
             let _ = self.inner.events.send(event); // nobody listening is fine
         }

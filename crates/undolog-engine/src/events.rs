@@ -1,10 +1,10 @@
 //! Typed events, published after the transaction that caused them commits.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use undolog_types::{ApprovalId, EffectId, OrgId, SessionId, SessionState};
 
 /// Something that happened in the log, for live views (the gateway streams them as SSE).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     EffectIntercepted {

@@ -17,6 +17,7 @@ pub mod core;
 mod engine;
 mod error;
 mod events;
+mod hints;
 mod outcome;
 mod saga;
 mod sessions;

@@ -18,12 +18,13 @@ pub struct Gateway {
     pub(crate) engine: Engine,
     pub(crate) upstreams: Upstreams,
     pub(crate) store: Arc<dyn Store>,
+    pub(crate) key_cache: crate::auth::KeyCache,
 }
 
 impl Gateway {
     /// Opens the store the configuration names and connects to the upstreams.
     pub async fn build(config: GatewayConfig) -> Result<Arc<Gateway>, Error> {
-        let store = undolog_store::open(&config.store)
+        let store = undolog_store::open_with(&config.store, &config.store_pool)
             .await
             .map_err(|e| Error::Startup(e.to_string()))?;
         Ok(Gateway::with_store(config, store).await)
@@ -49,6 +50,7 @@ impl Gateway {
             engine,
             upstreams,
             store,
+            key_cache: crate::auth::KeyCache::default(),
         })
     }
 

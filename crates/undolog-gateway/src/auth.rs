@@ -4,7 +4,14 @@
 //! loopback address (start-up refuses anything else). Once a key exists every request needs one,
 //! and the org always comes from the key — a header may name the org, but only to agree with it.
 
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use axum::{
     extract::{Request, State},
@@ -101,23 +108,7 @@ impl Gateway {
             })
             .transpose()?;
         let principal = match bearer {
-            Some(secret) => {
-                let key = self
-                    .store
-                    .api_key_by_hash(&hash(secret))
-                    .await
-                    .map_err(|e| Error::Engine(e.into()))?
-                    .ok_or_else(|| {
-                        Error::Unauthorized(
-                            "this API key is not known; create one with `undolog keys create --org NAME`"
-                                .into(),
-                        )
-                    })?;
-                Principal {
-                    org: key.org,
-                    key_id: Some(key.id),
-                }
-            }
+            Some(secret) => self.principal_of_key(secret).await?,
             None if self.open_mode().await? => Principal::open(),
             None => {
                 return Err(Error::Unauthorized(
@@ -138,23 +129,81 @@ impl Gateway {
         Ok(principal)
     }
 
-    /// Open mode: no key exists yet. Checked on each request, so the first key closes it at once.
+    /// The org a key belongs to. Known keys are remembered for [`KEY_CACHE_TTL`], so a request
+    /// costs no store read; an unknown key is looked up every time.
+    async fn principal_of_key(&self, secret: &str) -> Result<Principal, Error> {
+        let hash = hash(secret);
+        if let Some(principal) = self.key_cache.get(&hash) {
+            return Ok(principal);
+        }
+        let key = self
+            .store
+            .api_key_by_hash(&hash)
+            .await
+            .map_err(|e| Error::Engine(e.into()))?
+            .ok_or_else(|| {
+                Error::Unauthorized(
+                    "this API key is not known; create one with `undolog keys create --org NAME`"
+                        .into(),
+                )
+            })?;
+        let principal = Principal {
+            org: key.org,
+            key_id: Some(key.id),
+        };
+        self.key_cache.put(hash, principal.clone());
+        Ok(principal)
+    }
+
+    /// Open mode: no key exists yet. While open, the store is asked again at most every
+    /// [`OPEN_MODE_RECHECK`], so a key made by another process closes it within that; keys are
+    /// never deleted, so once one is seen the answer is kept.
     async fn open_mode(&self) -> Result<bool, Error> {
-        Ok(!self
+        if self.key_cache.keys_exist() {
+            return Ok(false);
+        }
+        if self.key_cache.recently_open() {
+            return Ok(true);
+        }
+        let exist = self
             .store
             .has_api_keys()
             .await
-            .map_err(|e| Error::Engine(e.into()))?)
+            .map_err(|e| Error::Engine(e.into()))?;
+        if exist {
+            self.key_cache.note_keys_exist();
+        } else {
+            self.key_cache.note_open();
+        }
+        Ok(!exist)
     }
 }
 
 /// Axum middleware: puts the caller's [`Principal`] into the request, or answers 401/403.
+///
+/// `GET /events` also takes the key as `?access_token=<key>`, because a browser's `EventSource`
+/// cannot send headers; no other route does, so keys stay out of URLs everywhere else.
 pub(crate) async fn require_principal(
     State(gateway): State<Arc<Gateway>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    match gateway.authenticate(request.headers()).await {
+    let authenticated = match query_token(&request) {
+        Some(token) => {
+            let mut headers = request.headers().clone();
+            match axum::http::HeaderValue::from_str(&format!("Bearer {token}")) {
+                Ok(value) => {
+                    headers.insert(header::AUTHORIZATION, value);
+                    gateway.authenticate(&headers).await
+                }
+                Err(_) => Err(Error::Unauthorized(
+                    "access_token is not a valid API key".into(),
+                )),
+            }
+        }
+        None => gateway.authenticate(request.headers()).await,
+    };
+    match authenticated {
         Ok(principal) => {
             request.extensions_mut().insert(principal);
             next.run(request).await
@@ -170,4 +219,80 @@ pub(crate) async fn require_principal(
             response
         }
     }
+}
+
+/// How long a verified key is trusted without asking the store again.
+pub(crate) const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// How long "no key exists" is believed without asking the store again.
+pub(crate) const OPEN_MODE_RECHECK: Duration = Duration::from_secs(1);
+
+/// Verified keys, by hash, and whether any key exists.
+#[derive(Debug, Default)]
+pub(crate) struct KeyCache {
+    verified: Mutex<HashMap<String, (Principal, Instant)>>,
+    keys_exist: AtomicBool,
+    open_seen_at: Mutex<Option<Instant>>,
+}
+
+impl KeyCache {
+    fn get(&self, hash: &str) -> Option<Principal> {
+        let verified = self.verified.lock().expect("key cache lock");
+        verified
+            .get(hash)
+            .filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL)
+            .map(|(principal, _)| principal.clone())
+    }
+
+    fn put(&self, hash: String, principal: Principal) {
+        let mut verified = self.verified.lock().expect("key cache lock");
+        verified.retain(|_, (_, at)| at.elapsed() < KEY_CACHE_TTL);
+        verified.insert(hash, (principal, Instant::now()));
+        self.note_keys_exist();
+    }
+
+    fn keys_exist(&self) -> bool {
+        self.keys_exist.load(Ordering::Relaxed)
+    }
+
+    fn note_keys_exist(&self) {
+        self.keys_exist.store(true, Ordering::Relaxed);
+    }
+
+    fn recently_open(&self) -> bool {
+        let seen = self.open_seen_at.lock().expect("key cache lock");
+        seen.is_some_and(|at| at.elapsed() < OPEN_MODE_RECHECK)
+    }
+
+    fn note_open(&self) {
+        *self.open_seen_at.lock().expect("key cache lock") = Some(Instant::now());
+    }
+}
+
+/// The key in `?access_token=`, on `GET /events` only and only when no Authorization header is
+/// sent (the header wins).
+fn query_token(request: &Request) -> Option<String> {
+    if request.uri().path() != "/events" || request.headers().contains_key(header::AUTHORIZATION) {
+        return None;
+    }
+    request.uri().query()?.split('&').find_map(|pair| {
+        let value = pair.strip_prefix("access_token=")?;
+        // Keys are `ul_` and hex, so they need no decoding; anything else fails as unknown.
+        Some(value.to_owned())
+    })
+}
+
+/// Whether requests need a key now: the dashboard asks before it calls anything, so a person is
+/// asked for a key instead of seeing failed requests.
+pub(crate) async fn mode(State(gateway): State<Arc<Gateway>>) -> Response {
+    match gateway.open_mode().await {
+        Ok(open) => axum::Json(serde_json::json!({ "api_key_required": !open })).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Who the credentials are: the org and key id, for the dashboard's header and the CLI.
+pub(crate) async fn whoami(axum::Extension(principal): axum::Extension<Principal>) -> Response {
+    axum::Json(serde_json::json!({ "org": principal.org, "key_id": principal.key_id }))
+        .into_response()
 }

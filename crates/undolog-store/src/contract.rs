@@ -1,14 +1,14 @@
 //! The storage contract. Each backend implements [`Store`] and [`Tx`]; the conformance suite in
 //! [`crate::conformance`] holds them to the same behaviour.
 
-use std::fmt::Debug;
+use std::{fmt::Debug, sync::Arc};
 
 use async_trait::async_trait;
 use undolog_types::{
     ApprovalId, ApprovalState, EffectId, LockKey, OrgId, SessionId, Signature, Timestamp,
 };
 
-use crate::{ApiKey, Approval, Effect, Result, Session, Snapshot};
+use crate::{ApiKey, Approval, Effect, Notifications, Result, Session, Snapshot};
 
 /// A durable effect log.
 #[async_trait]
@@ -18,6 +18,11 @@ pub trait Store: Send + Sync + Debug {
 
     /// A short name for logs and errors, such as `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
+
+    /// Hints between processes that share this store; `None` when one process owns it.
+    fn notifications(&self) -> Option<Arc<dyn Notifications>> {
+        None
+    }
 
     /// Stores a new API key. Fails with [`crate::Error::AlreadyExists`] when its id or hash is taken.
     async fn insert_api_key(&self, key: &ApiKey) -> Result<()>;

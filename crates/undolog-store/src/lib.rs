@@ -11,6 +11,7 @@
 pub mod conformance;
 mod contract;
 mod error;
+mod notify;
 mod open;
 mod postgres;
 mod records;
@@ -19,7 +20,8 @@ mod sqlite;
 
 pub use contract::{Store, Tx};
 pub use error::Error;
-pub use open::{StoreUrl, open};
+pub use notify::{MAX_HINT_BYTES, Notifications};
+pub use open::{PoolSettings, StoreUrl, open, open_with};
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{ApiKey, Approval, Compensation, Effect, Lease, Session, Snapshot};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};

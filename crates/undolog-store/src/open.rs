@@ -71,9 +71,35 @@ impl FromStr for StoreUrl {
 
 /// Opens the store a URL names, applying migrations.
 pub async fn open(url: &StoreUrl) -> Result<Arc<dyn Store>> {
+    open_with(url, &PoolSettings::default()).await
+}
+
+/// Connection pool settings from the configuration; unset ones keep the backend's defaults. The
+/// embedded store always keeps one connection (SQLite admits one writer at a time).
+#[derive(Debug, Clone, Default)]
+pub struct PoolSettings {
+    pub max_connections: Option<u32>,
+    pub min_connections: Option<u32>,
+    pub acquire_timeout: Option<std::time::Duration>,
+}
+
+/// Opens the store a URL names with these pool settings, applying migrations.
+pub async fn open_with(url: &StoreUrl, pool: &PoolSettings) -> Result<Arc<dyn Store>> {
     Ok(match url {
         StoreUrl::SqliteFile(path) => Arc::new(SqliteStore::open(SqliteOptions::file(path)).await?),
         StoreUrl::SqliteMemory => Arc::new(SqliteStore::in_memory().await?),
-        StoreUrl::Postgres(url) => Arc::new(PostgresStore::open(PostgresOptions::new(url)).await?),
+        StoreUrl::Postgres(url) => {
+            let mut options = PostgresOptions::new(url);
+            if let Some(max) = pool.max_connections {
+                options.max_connections = max;
+            }
+            if let Some(min) = pool.min_connections {
+                options.min_connections = min;
+            }
+            if let Some(timeout) = pool.acquire_timeout {
+                options.acquire_timeout = timeout;
+            }
+            Arc::new(PostgresStore::open(options).await?)
+        }
     })
 }

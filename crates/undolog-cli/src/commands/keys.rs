@@ -13,6 +13,9 @@ pub(crate) enum KeysCommand {
         /// A note to tell keys apart.
         #[arg(long)]
         label: Option<String>,
+        /// Print `{"id", "org", "key"}` as JSON instead.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         source: Source,
     },
@@ -20,14 +23,34 @@ pub(crate) enum KeysCommand {
 
 pub(crate) async fn run(command: KeysCommand) -> anyhow::Result<()> {
     match command {
-        KeysCommand::Create { org, label, source } => {
+        KeysCommand::Create {
+            org,
+            label,
+            json,
+            source,
+        } => {
             let org = OrgId::new(org).map_err(|e| anyhow::anyhow!("--org: {e}"))?;
             let config = source.load(None)?;
-            let store = undolog_store::open(&config.store).await?;
-            let key = undolog_gateway::create_key(&*store, org, label).await?;
+            let store = undolog_store::open_with(&config.store, &config.store_pool).await?;
+            let key = undolog_gateway::create_key(&*store, org, label.clone()).await?;
+            if json {
+                let out = serde_json::json!({
+                    "id": key.id, "org": key.org, "label": label, "key": key.secret,
+                });
+                println!("{out}");
+                return Ok(());
+            }
+            // The key alone on stdout, so `KEY=$(undolog keys create --org acme)` works.
+            super::table::print_to_stderr(
+                &["KEY ID", "ORG", "LABEL"],
+                &[vec![
+                    key.id.clone(),
+                    key.org.to_string(),
+                    label.unwrap_or_else(|| "-".into()),
+                ]],
+            );
             eprintln!(
-                "created key {} for org {}; send it as `Authorization: Bearer <key>`. It is shown only now:",
-                key.id, key.org
+                "created; send the key as `Authorization: Bearer <key>`. It is shown only now:"
             );
             println!("{}", key.secret);
             Ok(())

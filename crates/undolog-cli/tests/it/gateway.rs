@@ -9,12 +9,12 @@ use std::{
 
 use serde_json::{Value, json};
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// The Python fixtures of the gateway's tests (official `mcp` SDK in a venv).
-fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     let dir = repo().join("target/fixtures");
     let status = Command::new("bash")
         .arg(repo().join("crates/undolog-gateway/tests/fixtures/setup.sh"))
@@ -26,7 +26,7 @@ fn fixtures() -> PathBuf {
     dir
 }
 
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -35,7 +35,7 @@ impl Drop for Killed {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -43,7 +43,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn wait_healthy(base: &str) {
+pub(crate) fn wait_healthy(base: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         if let Ok(out) = Command::new("curl")
@@ -58,7 +58,7 @@ fn wait_healthy(base: &str) {
     panic!("the gateway did not come up at {base}");
 }
 
-fn curl_json(args: &[&str]) -> Value {
+pub(crate) fn curl_json(args: &[&str]) -> Value {
     let out = Command::new("curl")
         .args(["-s"])
         .args(args)
@@ -118,6 +118,8 @@ fn serve_with_no_configuration_runs_the_demo_bank_and_keys_close_open_mode() {
     );
     let key = String::from_utf8(created.stdout).unwrap().trim().to_owned();
     assert!(key.starts_with("ul_"), "{key}");
+    // Open mode ends within a second of the first key (the gateway rechecks once a second).
+    std::thread::sleep(Duration::from_millis(1100));
     let refused = call(&[]);
     assert!(
         refused["error"].as_str().unwrap().contains("API key"),

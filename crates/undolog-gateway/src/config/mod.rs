@@ -37,6 +37,7 @@ pub struct GatewayConfig {
     pub prefix_separator: String,
     pub approvals: ApprovalSettings,
     pub limits: Limits,
+    pub store_pool: undolog_store::PoolSettings,
     pub upstreams: Vec<UpstreamConfig>,
     /// Per exposed tool name.
     pub tools: BTreeMap<String, ToolSettings>,
@@ -126,6 +127,7 @@ const ENV_KEYS: &[&str] = &[
     "prefix_separator",
     "approvals",
     "limits",
+    "store_pool",
 ];
 
 impl GatewayConfig {

@@ -20,6 +20,8 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub(crate) limits: RawLimits,
     #[serde(default)]
+    pub(crate) store_pool: RawStorePool,
+    #[serde(default)]
     pub(crate) upstreams: Vec<RawUpstream>,
     #[serde(default)]
     pub(crate) tools: BTreeMap<String, RawTool>,
@@ -41,6 +43,15 @@ pub(crate) struct RawApprovals {
 pub(crate) struct RawLimits {
     pub(crate) max_body_bytes: Option<usize>,
     pub(crate) upstream_timeout_secs: Option<u64>,
+}
+
+/// Connection pool of a PostgreSQL store (the embedded store keeps one connection).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStorePool {
+    pub(crate) max_connections: Option<u32>,
+    pub(crate) min_connections: Option<u32>,
+    pub(crate) acquire_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -49,6 +49,21 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         )?),
     };
 
+    let pool = &raw.store_pool;
+    let store_pool = undolog_store::PoolSettings {
+        max_connections: pool
+            .max_connections
+            .map(|n| positive("store_pool.max_connections", Some(n), n))
+            .transpose()?,
+        min_connections: pool.min_connections,
+        acquire_timeout: pool
+            .acquire_timeout_secs
+            .map(|s| {
+                positive("store_pool.acquire_timeout_secs", Some(s), s).map(Duration::from_secs)
+            })
+            .transpose()?,
+    };
+
     let raw_upstreams = if raw.upstreams.is_empty() {
         vec![RawUpstream {
             name: Some("demo".into()),
@@ -93,6 +108,7 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         prefix_separator,
         approvals,
         limits,
+        store_pool,
         upstreams,
         tools,
     })

@@ -1,4 +1,6 @@
 //! `GET /events`: the engine's typed events as Server-Sent Events, only the caller's org.
+//! Browsers' `EventSource` cannot send headers, so this route alone also takes the key as
+//! `?access_token=` (see [`crate::auth::require_principal`]).
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
 

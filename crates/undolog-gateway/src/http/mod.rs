@@ -1,8 +1,10 @@
 //! The HTTP surface: MCP at `/mcp`, the REST tool call, the admin and SDK APIs under `/v1`, and
-//! `GET /events`. Every route but `/healthz` needs credentials (see [`crate::auth`]).
+//! `GET /events`, and the dashboard at `/`. Every route but `/healthz`, `/v1/auth` and the
+//! dashboard's page and assets (which hold no data) needs credentials (see [`crate::auth`]).
 
 mod admin;
 mod body;
+mod dashboard;
 mod events;
 mod parse_guard;
 mod rest;
@@ -69,6 +71,7 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
         .route("/v1/effects/{id}/fail", post(sdk::fail))
         .route("/v1/effects/{id}/resolve", post(admin::resolve))
         .route("/events", get(events::stream))
+        .route("/v1/whoami", get(auth::whoami))
         .route_layer(middleware::from_fn_with_state(
             gateway.clone(),
             auth::require_principal,
@@ -76,6 +79,8 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
     Router::new()
         .merge(authenticated)
         .route("/healthz", get(|| async { "ok" }))
+        .route("/v1/auth", get(auth::mode))
+        .merge(dashboard::routes())
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .with_state(gateway)
 }

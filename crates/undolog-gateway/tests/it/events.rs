@@ -8,7 +8,7 @@ use undolog_types::OrgId;
 
 use crate::harness::TestGateway;
 
-async fn next_events(response: reqwest::Response, wanted: usize) -> Vec<String> {
+pub(crate) async fn next_events(response: reqwest::Response, wanted: usize) -> Vec<String> {
     let mut stream = response.bytes_stream();
     let mut text = String::new();
     let mut names = Vec::new();

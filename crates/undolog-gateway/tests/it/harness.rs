@@ -140,16 +140,20 @@ pub(crate) struct TestGateway {
 impl TestGateway {
     /// Starts with this TOML (upstreams, tools...); the store and listen address are the test's.
     pub(crate) async fn start(toml: &str) -> TestGateway {
+        TestGateway::start_on(toml, None).await
+    }
+
+    /// The same on a given store URL (a fresh SQLite file when `None`).
+    pub(crate) async fn start_on(toml: &str, store: Option<String>) -> TestGateway {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("undolog.toml");
         std::fs::write(&file, toml).unwrap();
         let config = GatewayConfig::load(&ConfigSource {
             file: Some(file),
             listen: Some("127.0.0.1:0".into()),
-            store: Some(format!(
-                "sqlite://{}",
-                dir.path().join("undolog.db").display()
-            )),
+            store: Some(store.unwrap_or_else(|| {
+                format!("sqlite://{}", dir.path().join("undolog.db").display())
+            })),
         })
         .unwrap_or_else(|e| panic!("{e}"));
         let gateway = Gateway::build(config).await.unwrap();

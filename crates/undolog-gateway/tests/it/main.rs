@@ -4,10 +4,12 @@
 mod bad_input;
 mod clients;
 mod config;
+mod dashboard;
 mod events;
 mod faults;
 mod forwarding;
 mod harness;
+mod postgres;
 mod rest_and_sdk;
 mod semantics;
 mod undo_steps;

@@ -14,10 +14,11 @@
 
 mod keys;
 mod migrate;
+mod notify;
 mod rows;
 mod tx;
 
-use std::{str::FromStr, time::Duration};
+use std::{str::FromStr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use sqlx::{
@@ -26,7 +27,7 @@ use sqlx::{
 };
 use undolog_types::OrgId;
 
-use crate::{ApiKey, Error, Result, Store, Tx};
+use crate::{ApiKey, Error, Notifications, Result, Store, Tx};
 
 /// Where the shared store is and how many connections it may hold.
 #[derive(Clone)]
@@ -75,6 +76,7 @@ impl std::fmt::Debug for PostgresOptions {
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    notifications: Arc<notify::PgNotifications>,
 }
 
 /// Shorthand for [`PostgresStore::APP_ROLE`].
@@ -130,7 +132,10 @@ impl PostgresStore {
             .connect_with(connect)
             .await
             .map_err(|e| unreachable(e.to_string()))?;
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            notifications: Arc::new(notify::PgNotifications::new(pool.clone())),
+            pool,
+        })
     }
 
     /// The schema version this database is at.
@@ -168,6 +173,10 @@ impl Store for PostgresStore {
 
     fn backend(&self) -> &'static str {
         "postgres"
+    }
+
+    fn notifications(&self) -> Option<Arc<dyn Notifications>> {
+        Some(self.notifications.clone())
     }
 
     async fn insert_api_key(&self, key: &ApiKey) -> Result<()> {

@@ -1,0 +1,110 @@
+//! intercept + commit on PostgreSQL at 1, 8 and 32 concurrent sessions: the engine's real path
+//! (advisory lock, session row lock, RLS role and org per transaction, two transactions per call).
+//!
+//! Run: bench/pg/engine_vs_pgbench.sh (which also measures pgbench in the same run), or
+//! `cargo bench -p undolog-engine --bench postgres_sessions` with PostgreSQL at
+//! `UNDOLOG_BENCH_POSTGRES_URL` (default the test server). Each session is a task making new
+//! calls one after another; criterion's throughput is calls per second over all sessions. The
+//! scratch database is dropped at the end.
+
+use std::{sync::Arc, time::Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::json;
+use undolog_engine::{Call, Engine, EngineConfig, Intercept, ToolPolicy};
+use undolog_store::{Compensation, PostgresOptions, PostgresStore};
+use undolog_types::{Args, OrgId, SessionId, Tier};
+
+const SESSIONS: [usize; 3] = [1, 8, 32];
+
+fn psql(server: &str, sql: &str) {
+    let out = std::process::Command::new("psql")
+        .args([server, "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = std::env::var("UNDOLOG_BENCH_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let database = format!("undolog_bench_engine_{}", std::process::id());
+    psql(&server, &format!("CREATE DATABASE \"{database}\""));
+    let url = match server.rsplit_once('/') {
+        Some((base, _)) => format!("{base}/{database}"),
+        None => panic!("UNDOLOG_BENCH_POSTGRES_URL needs a database part"),
+    };
+    let engine = runtime.block_on(async {
+        let options = PostgresOptions {
+            max_connections: 40,
+            ..PostgresOptions::new(url)
+        };
+        let store = PostgresStore::open(options).await.unwrap();
+        Engine::new(Arc::new(store), EngineConfig::default())
+    });
+
+    let mut group = c.benchmark_group("postgres_intercept_commit");
+    group.sample_size(20);
+    for sessions in SESSIONS {
+        group.throughput(Throughput::Elements(sessions as u64));
+        group.bench_function(BenchmarkId::from_parameter(sessions), |b| {
+            b.to_async(&runtime).iter_custom(|iters| {
+                let engine = engine.clone();
+                async move {
+                    let start = Instant::now();
+                    let tasks: Vec<_> = (0..sessions)
+                        .map(|_| tokio::spawn(session_calls(engine.clone(), iters)))
+                        .collect();
+                    for task in tasks {
+                        task.await.unwrap();
+                    }
+                    start.elapsed()
+                }
+            });
+        });
+    }
+    group.finish();
+    drop(engine);
+    psql(
+        &server,
+        &format!("DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"),
+    );
+}
+
+/// `calls` new compensable calls, one after another, in a session of its own.
+async fn session_calls(engine: Engine, calls: u64) {
+    let org = OrgId::new("bench").unwrap();
+    let session = SessionId::new(format!("s-{}", uuid::Uuid::now_v7())).unwrap();
+    let policy = ToolPolicy::new(Tier::Compensable).with_compensation(Compensation {
+        tool: "refund".into(),
+        args: json!({"id": "{{result.id}}"}),
+    });
+    for n in 0..calls {
+        let args = Args::try_from(json!({"from": "alice", "to": "bob", "amount": n})).unwrap();
+        let call = Call::new(
+            org.clone(),
+            session.clone(),
+            "transfer",
+            args,
+            policy.clone(),
+        );
+        let Intercept::Execute { effect_id, .. } = engine.intercept(call).await.unwrap() else {
+            panic!("a new call executes");
+        };
+        engine
+            .commit(&org, effect_id, json!({"id": n}))
+            .await
+            .unwrap();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

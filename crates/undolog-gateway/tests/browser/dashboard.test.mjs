@@ -1,0 +1,296 @@
+// The dashboard in a real browser: Debian's headless Chromium, driven by playwright-core.
+//
+// Starts `undolog serve` on a free port with a fresh store and two orgs' keys, then: the page asks
+// for a key; an effect appears live after a tool call; a replay is counted; a held call is approved
+// by a click and another denied from the keyboard with a reason; an in-doubt effect is marked;
+// a session is undone through the confirmation dialog with live progress; the other org sees
+// nothing of it. Saves screenshots (docs/screenshots/ with UNDOLOG_UPDATE_SCREENSHOTS=1, else
+// target/screenshots/). Exits non-zero on any failed check or
+// any console error.
+//
+//   node dashboard.test.mjs            (UNDOLOG_BIN and CHROMIUM override the paths)
+
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, "../../../..");
+const bin = process.env.UNDOLOG_BIN || path.join(repo, "target/debug/undolog");
+const browserPath = process.env.CHROMIUM || "/usr/bin/chromium";
+// The README's screenshots are rewritten only when asked (UNDOLOG_UPDATE_SCREENSHOTS=1), so a
+// test run leaves the tree as it found it; otherwise they go under target/.
+const shots = process.env.UNDOLOG_UPDATE_SCREENSHOTS === "1"
+  ? path.join(repo, "docs/screenshots")
+  : path.join(repo, "target/screenshots");
+fs.mkdirSync(shots, { recursive: true });
+const WAIT = 15_000;
+
+const consoleErrors = [];
+const cleanups = [];
+
+function step(text) {
+  console.log(`  ✓ ${text}`);
+}
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function createKey(store, org) {
+  const out = execFileSync(bin, ["keys", "create", "--org", org, "--json", "--store", store], {
+    encoding: "utf8",
+  });
+  return JSON.parse(out).key;
+}
+
+async function startGateway() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "undolog-dashboard-"));
+  cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const store = `sqlite://${path.join(dir, "undolog.db")}`;
+  const keys = { acme: createKey(store, "acme"), globex: createKey(store, "globex") };
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const log = fs.openSync(path.join(dir, "gateway.log"), "w");
+  const child = spawn(bin, ["serve", "--listen", `127.0.0.1:${port}`, "--store", store], {
+    cwd: dir,
+    stdio: ["ignore", log, log],
+  });
+  let stopping = false;
+  cleanups.unshift(() => {
+    stopping = true;
+    child.kill();
+  });
+  const failed = new Promise((_, reject) => child.on("exit", (code) => {
+    if (stopping) return;
+    const output = fs.readFileSync(path.join(dir, "gateway.log"), "utf8");
+    reject(new Error(`the gateway exited (${code}):\n${output}`));
+  }));
+  failed.catch(() => {});
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const healthy = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
+    if (healthy) break;
+    if (Date.now() > deadline) throw new Error(`the gateway did not come up at ${base}`);
+    await Promise.race([new Promise((r) => setTimeout(r, 100)), failed]);
+  }
+  return { base, keys };
+}
+
+/// The REST tool call an agent makes.
+async function toolCall(gw, key, session, name, args) {
+  const response = await fetch(`${gw.base}/mcp/tool_call`, {
+    method: "POST",
+    headers: {
+      Authorization: `Bearer ${key}`,
+      "Content-Type": "application/json",
+      "X-UndoLog-Session-Id": session,
+    },
+    body: JSON.stringify({ name, arguments: args }),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+async function adminGet(gw, key, pathname) {
+  const response = await fetch(`${gw.base}${pathname}`, { headers: { Authorization: `Bearer ${key}` } });
+  assert.equal(response.status, 200, `GET ${pathname}`);
+  return response.json();
+}
+
+async function openDashboard(browser, gw, name) {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT);
+  page.on("console", (message) => {
+    if (message.type() === "error" || message.type() === "warning") {
+      consoleErrors.push(`[${name}] console ${message.type()}: ${message.text()}`);
+    }
+  });
+  page.on("pageerror", (error) => consoleErrors.push(`[${name}] ${error.message}`));
+  await page.goto(gw.base);
+  return page;
+}
+
+/// Types the key and submits with Enter, as a person at a keyboard does.
+async function signIn(page, key, org) {
+  await page.locator("#login").waitFor();
+  await page.locator("#key").focus();
+  await page.keyboard.type(key);
+  await page.keyboard.press("Enter");
+  await page.locator("#who", { hasText: `org ${org}` }).waitFor();
+  await page.locator("#status.live").waitFor();
+}
+
+async function main() {
+  assert.ok(fs.existsSync(bin), `${bin} is missing: cargo build -p undolog-cli first`);
+  fs.mkdirSync(shots, { recursive: true });
+  const gw = await startGateway();
+  const browser = await chromium.launch({
+    executablePath: browserPath,
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+  cleanups.unshift(() => browser.close());
+
+  // The page holds no data: with keys configured it asks for one, and shows that key's org.
+  const acme = await openDashboard(browser, gw, "acme");
+  await acme.locator("#login").waitFor();
+  assert.equal(await acme.locator("#main").isHidden(), true, "no data before a key is given");
+  await acme.screenshot({ path: path.join(shots, "dashboard-key.png") });
+  await signIn(acme, gw.keys.acme, "acme");
+  const globex = await openDashboard(browser, gw, "globex");
+  await signIn(globex, gw.keys.globex, "globex");
+  step("asks for an API key and shows that key's org; events are live");
+
+  // An effect appears live after a tool call.
+  const session = "agent-7";
+  const transfer = { from_account: "alice", to_account: "bob", amount: 25 };
+  let call = await toolCall(gw, gw.keys.acme, session, "transfer", transfer);
+  assert.equal(call.body.outcome, "executed", JSON.stringify(call.body));
+  await acme.locator('#events li[data-event="effect_committed"]').waitFor();
+  const sessionButton = acme.locator(`button[data-session="${session}"]`);
+  await sessionButton.waitFor();
+  await sessionButton.click();
+  const transferRow = acme.locator('#effects tr[data-tool="transfer"]').first();
+  await transferRow.locator(".badge.committed").waitFor();
+  await transferRow.locator("text=compensable").waitFor();
+  assert.match(await transferRow.innerText(), /"amount": 25/);
+  assert.match(await transferRow.locator("td").last().innerText(), /\d+(\.\d)? m?s/);
+  step("a tool call shows up live: tool, tier, state, arguments, result, duration");
+
+  // The identical call is replayed, and the timeline counts it.
+  call = await toolCall(gw, gw.keys.acme, session, "transfer", transfer);
+  assert.equal(call.body.outcome, "replayed");
+  await transferRow.locator(".replays", { hasText: "replayed ×1" }).waitFor();
+  step("a replay is counted on its effect");
+
+  // A second transfer, so the undo has two steps.
+  call = await toolCall(gw, gw.keys.acme, session, "transfer",
+    { from_account: "alice", to_account: "carol", amount: 5 });
+  assert.equal(call.body.outcome, "executed");
+
+  // An irreversible call waits; a click approves it; the retried call runs.
+  const email = { to: "bob@example.com", subject: "Your transfer" };
+  call = await toolCall(gw, gw.keys.acme, session, "send_email", email);
+  assert.equal(call.status, 202, JSON.stringify(call.body));
+  const held = acme.locator(`#approvals li[data-approval="${call.body.approval_id}"]`);
+  await held.waitFor();
+  assert.match(await held.innerText(), /send_email/);
+  await acme.locator('#effects tr[data-tool="send_email"] .badge.awaiting_approval').waitFor();
+  await acme.screenshot({ path: path.join(shots, "dashboard.png"), fullPage: true });
+  await held.getByRole("button", { name: /^Approve send_email/ }).click();
+  await held.waitFor({ state: "detached" });
+  const approved = await adminGet(gw, gw.keys.acme, `/v1/approvals/${call.body.approval_id}`);
+  assert.equal(approved.state, "approved");
+  call = await toolCall(gw, gw.keys.acme, session, "send_email", email);
+  assert.equal(call.body.outcome, "executed", JSON.stringify(call.body));
+  await acme.locator('#effects tr[data-tool="send_email"] .badge.committed').waitFor();
+  step("a held call is approved by a click and then runs");
+
+  // Another is denied from the keyboard alone, with a reason.
+  call = await toolCall(gw, gw.keys.acme, session, "send_email", { to: "eve@example.com", subject: "secrets" });
+  assert.equal(call.status, 202);
+  const second = acme.locator(`#approvals li[data-approval="${call.body.approval_id}"]`);
+  await second.waitFor();
+  const deny = second.getByRole("button", { name: /^Deny send_email/ });
+  await deny.focus();
+  await acme.keyboard.press("Enter"); // no reason yet: refused, focus moves to the reason
+  await second.locator(".error", { hasText: "needs a reason" }).waitFor();
+  assert.equal(await acme.evaluate(() => document.activeElement.dataset.reason !== undefined), true);
+  await acme.keyboard.type("not a known recipient");
+  await acme.keyboard.press("Tab");
+  assert.equal(await acme.evaluate(() => document.activeElement.textContent), "Deny");
+  await acme.keyboard.press("Space");
+  await second.waitFor({ state: "detached" });
+  const denied = await adminGet(gw, gw.keys.acme, `/v1/approvals/${call.body.approval_id}`);
+  assert.equal(denied.state, "denied");
+  assert.equal(denied.reason, "not a known recipient");
+  await acme.locator('#effects tr[data-tool="send_email"] .badge.denied').waitFor();
+  step("another is denied from the keyboard (Enter, Tab, Space) with its reason");
+
+  // In-doubt effects are marked. A real one needs a lease to expire (minutes), so the page is
+  // shown the list the gateway would give for one of this session's effects.
+  const effects = await adminGet(gw, gw.keys.acme, `/v1/sessions/${session}/effects`);
+  const doubtful = effects.find((e) => e.tool === "transfer");
+  await acme.route("**/v1/effects/in_doubt", (route) =>
+    route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify([doubtful]) }));
+  await toolCall(gw, gw.keys.acme, "agent-8", "get_balance", { account: "alice" });
+  await acme.locator(`#effects tr[data-effect="${doubtful.id}"].in-doubt .badge.doubt`).waitFor();
+  await acme.locator("#in-doubt li", { hasText: "transfer" }).waitFor();
+  await acme.unroute("**/v1/effects/in_doubt");
+  await toolCall(gw, gw.keys.acme, "agent-8", "get_balance", { account: "bob" });
+  await acme.locator(".badge.doubt").first().waitFor({ state: "detached" });
+  step("in-doubt effects are marked in the timeline and listed");
+
+  // Undo from the keyboard: Enter opens the dialog, Escape cancels; then confirm by click.
+  await sessionButton.click();
+  await acme.locator("#undo").focus();
+  await acme.keyboard.press("Enter");
+  const dialog = acme.locator("#undo-dialog");
+  await dialog.waitFor({ state: "visible" });
+  assert.equal(await acme.evaluate(() => document.activeElement.id), "undo-cancel");
+  await acme.keyboard.press("Escape");
+  await dialog.waitFor({ state: "hidden" });
+  assert.equal((await adminGet(gw, gw.keys.acme, "/v1/sessions")).find((s) => s.id === session).state, "active");
+  await acme.locator("#undo").click();
+  await dialog.waitFor({ state: "visible" });
+  assert.match(await dialog.innerText(), /2 compensable effect\(s\).*1 irreversible/s);
+  await acme.locator("#undo-confirm").click();
+  await acme.locator("#undo-summary", { hasText: "Session compensated" }).waitFor();
+  await acme.locator("#undo-steps li", { hasText: "transfer #" }).nth(1).waitFor();
+  assert.equal(await acme.locator("#undo-steps li").count(), 2, "one progress line per step");
+  assert.match(await acme.locator("#undo-summary").innerText(), /1 irreversible effect\(s\) could not be undone/);
+  await acme.locator(`button[data-session="${session}"] .badge.compensated`).waitFor();
+  assert.equal(await acme.locator('#effects tr[data-tool="transfer"] .badge.compensated').count(), 2);
+  await acme.screenshot({ path: path.join(shots, "dashboard-undo.png"), fullPage: true });
+  const bank = await toolCall(gw, gw.keys.acme, "agent-9", "get_balance", { account: "alice" });
+  assert.equal(bank.status, 200);
+  step("undo asks first, shows each compensation live, and ends compensated");
+
+  // The other org saw nothing of it: no sessions, no approvals, no events.
+  assert.equal(await globex.locator("#sessions li").count(), 0);
+  assert.equal(await globex.locator("#events li").count(), 0);
+  assert.equal(await globex.locator("#approvals li").count(), 0);
+  assert.equal(await globex.locator("#sessions-empty").isVisible(), true);
+  assert.deepEqual(await adminGet(gw, gw.keys.globex, "/v1/sessions"), []);
+  await toolCall(gw, gw.keys.globex, "globex-1", "get_balance", { account: "alice" });
+  await globex.locator('button[data-session="globex-1"]').waitFor();
+  await acme.locator('#events li[data-event="effect_committed"]').first().waitFor();
+  assert.equal(await acme.locator('button[data-session="globex-1"]').count(), 0);
+  step("one org sees nothing of another's sessions, approvals or events");
+
+  // Forgetting the key hides everything again.
+  await acme.getByRole("button", { name: "Forget key" }).click();
+  await acme.locator("#login").waitFor();
+  assert.equal(await acme.locator("#main").isHidden(), true);
+  step("forgetting the key hides the data");
+
+  assert.deepEqual(consoleErrors, [], "the console stays free of errors and warnings");
+  step("no errors or warnings in the console");
+}
+
+try {
+  await main();
+  console.log("dashboard browser test: passed");
+} catch (error) {
+  console.error("dashboard browser test: FAILED");
+  console.error(error);
+  if (consoleErrors.length) console.error(consoleErrors.join("\n"));
+  process.exitCode = 1;
+} finally {
+  for (const cleanup of cleanups) await Promise.resolve().then(cleanup).catch(() => {});
+}

@@ -1,0 +1,99 @@
+//! LISTEN/NOTIFY on the channel `undolog_events`. The listening connection is opened on the first
+//! subscription and closed once nobody subscribes any more, so a store that only stores holds no
+//! extra connection.
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use sqlx::{PgPool, postgres::PgListener};
+use tokio::sync::{Mutex, broadcast};
+
+use crate::{Error, MAX_HINT_BYTES, Notifications, Result};
+
+const CHANNEL: &str = "undolog_events";
+
+#[derive(Debug)]
+pub(super) struct PgNotifications {
+    pool: PgPool,
+    hints: broadcast::Sender<String>,
+    listening: Arc<Mutex<bool>>,
+}
+
+impl PgNotifications {
+    pub(super) fn new(pool: PgPool) -> PgNotifications {
+        PgNotifications {
+            pool,
+            hints: broadcast::channel(1024).0,
+            listening: Arc::default(),
+        }
+    }
+
+    fn start_listening(&self) {
+        let (pool, hints, listening) = (
+            self.pool.clone(),
+            self.hints.clone(),
+            self.listening.clone(),
+        );
+        tokio::spawn(async move {
+            let mut running = listening.lock().await;
+            if *running {
+                return;
+            }
+            let mut listener = match PgListener::connect_with(&pool).await {
+                Ok(listener) => listener,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot LISTEN for other gateways' hints; polling only");
+                    return;
+                }
+            };
+            if let Err(e) = listener.listen(CHANNEL).await {
+                tracing::warn!(error = %e, "cannot LISTEN for other gateways' hints; polling only");
+                return;
+            }
+            *running = true;
+            drop(running);
+            loop {
+                tokio::select! {
+                    received = listener.recv() => match received {
+                        Ok(hint) => drop(hints.send(hint.payload().to_owned())),
+                        // `recv` reconnects on the next call; hints sent meanwhile are lost,
+                        // which costs listeners a poll interval.
+                        Err(e) => {
+                            tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                    },
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                if hints.receiver_count() == 0 {
+                    break;
+                }
+            }
+            *listening.lock().await = false;
+        });
+    }
+}
+
+#[async_trait]
+impl Notifications for PgNotifications {
+    async fn publish(&self, payload: &str) -> Result<()> {
+        if payload.len() > MAX_HINT_BYTES {
+            return Err(Error::Corrupt(format!(
+                "a hint of {} bytes is over the limit of {MAX_HINT_BYTES}",
+                payload.len()
+            )));
+        }
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(payload)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<String> {
+        let receiver = self.hints.subscribe();
+        self.start_listening();
+        receiver
+    }
+}
