@@ -242,19 +242,23 @@ impl Gateway {
             ),
             Err(e) => failed(e.to_string(), None),
         };
-        match &outcome {
+        let recorded = match &outcome {
             Outcome::Executed { result, .. } => {
                 self.engine
                     .commit(&call.org, effect_id, result.clone())
-                    .await?;
+                    .await
             }
             Outcome::Failed { error, .. } => {
-                self.engine
-                    .fail(&call.org, effect_id, error.clone())
-                    .await?;
+                self.engine.fail(&call.org, effect_id, error.clone()).await
             }
-            _ => {}
-        }
+            _ => Ok(()),
+        };
+        // The tool has run (or failed) upstream: if the log cannot take the outcome, say so
+        // plainly — the effect stays pending and becomes in doubt for an operator.
+        recorded.map_err(|e| Error::OutcomeNotRecorded {
+            effect_id,
+            reason: e.to_string(),
+        })?;
         Ok(outcome)
     }
 }

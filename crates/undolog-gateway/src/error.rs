@@ -22,6 +22,14 @@ pub enum Error {
     Forbidden(String),
     #[error("the request was cancelled by the client")]
     Cancelled,
+    #[error(
+        "the tool ran upstream, but its outcome could not be recorded (effect {effect_id}); do not \
+         retry blindly: an operator sees it as in doubt and records what happened"
+    )]
+    OutcomeNotRecorded {
+        effect_id: undolog_types::EffectId,
+        reason: String,
+    },
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error("{0}")]
@@ -40,6 +48,7 @@ impl Error {
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::Cancelled => StatusCode::BAD_REQUEST,
             Error::Config(_) | Error::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::OutcomeNotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Engine(e) => match e {
                 E::InvalidInput(_) | E::EmptyToolName | E::EmptyIdempotencyKey => {
                     StatusCode::BAD_REQUEST
@@ -69,6 +78,10 @@ impl Error {
     /// What the client is told. Store failures are logged in full and summarized.
     fn public_message(&self) -> String {
         match self {
+            Error::OutcomeNotRecorded { reason, .. } => {
+                tracing::error!(%reason, "an outcome could not be recorded");
+                self.to_string()
+            }
             Error::Engine(EngineError::Store(e)) => {
                 tracing::error!(error = %e, "store failure");
                 "the effect log is unavailable; nothing was recorded, retry shortly".to_owned()

@@ -16,6 +16,8 @@ async fn the_page_and_assets_are_served_without_a_key_but_no_data_is() {
     undolog_gateway::create_key(&**gw.gateway.store(), OrgId::new("acme").unwrap(), None)
         .await
         .unwrap();
+    // Open mode ends within a second of the first key (the gateway rechecks once a second).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
 
     for (path, content_type, contains) in [
         ("/", "text/html", "<script src=\"/assets/app.js\""),

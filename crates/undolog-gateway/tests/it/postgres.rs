@@ -166,3 +166,53 @@ async fn events_of_a_call_at_one_gateway_reach_subscribers_of_another() {
     }
     assert!(seen.contains(done["effect_id"].as_str().unwrap()), "{seen}");
 }
+
+/// The database goes away while a tool runs upstream: the client is told the tool ran but its
+/// outcome is not recorded, and the pending effect survives to be resolved — nothing is lost or
+/// silently marked done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_lost_mid_call_leaves_the_effect_pending_and_says_so() {
+    let db = FreshDatabase::new();
+    let bank = crate::harness::Bank::start().await;
+    let gw = TestGateway::start_on(
+        &format!(
+            "[[upstreams]]\nname = \"bank\"\nurl = \"{}\"\n[tools.hang]\ntier = \"compensable\"\n",
+            bank.url
+        ),
+        Some(db.url()),
+    )
+    .await;
+    let mut client = crate::harness::Client::connect(
+        "mcp2",
+        "legacy",
+        &gw.mcp_url(),
+        &["X-UndoLog-Session-Id: lost"],
+    )
+    .await;
+    let call = client.start_call("hang", json!({"seconds": 2})).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    psql(&format!(
+        "ALTER DATABASE {} ALLOW_CONNECTIONS false",
+        db.name
+    ));
+    psql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'",
+        db.name
+    ));
+    let answer = client.answer(call).await;
+    psql(&format!(
+        "ALTER DATABASE {} ALLOW_CONNECTIONS true",
+        db.name
+    ));
+    let error = answer["error"].as_str().unwrap_or_default();
+    assert!(error.contains("could not be recorded"), "{answer}");
+
+    let effects = gw.get("/v1/sessions/lost/effects").await;
+    let effect = &effects.as_array().unwrap()[0];
+    assert_eq!(effect["tool"], "hang");
+    assert_eq!(effect["state"], "pending", "kept for an operator: {effect}");
+    assert!(
+        error.contains(effect["id"].as_str().unwrap()),
+        "the client is told which: {answer}"
+    );
+}

@@ -150,7 +150,20 @@ impl PostgresStore {
     }
 
     /// A transaction as the application role, bound to `org` when one is given.
+    ///
+    /// One round trip: BEGIN and both settings go as one simple-protocol message, the org
+    /// dollar-quoted (org names hold no control characters; one that holds the quote's tag takes
+    /// the two-step path with a bound parameter instead).
     async fn begin_as_app(&self, org: Option<&str>) -> Result<Transaction<'static, Postgres>> {
+        const TAG: &str = "$undolog_org$";
+        let org_text = org.unwrap_or("");
+        if !org_text.contains("$undolog_org") {
+            let sql = format!(
+                "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config('role', '{APP_ROLE}', true), \
+                 set_config('app.org_id', {TAG}{org_text}{TAG}, true)"
+            );
+            return Ok(self.pool.begin_with(sqlx::AssertSqlSafe(sql)).await?);
+        }
         let mut tx = self
             .pool
             .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")

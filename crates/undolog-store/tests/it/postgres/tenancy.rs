@@ -399,3 +399,30 @@ async fn an_owner_that_is_no_superuser_runs_the_store_under_the_same_policies() 
         assert_eq!(count(&mut owner, table).await, 0, "the owner reads {table}");
     }
 }
+
+/// Org names go into the transaction's first message as quoted text: names that look like SQL or
+/// like the quote itself must stay names, and still see only their own rows.
+#[tokio::test]
+async fn org_names_that_look_like_sql_or_quotes_stay_names() {
+    let db = TestDb::create().await;
+    let store = db.open().await;
+    let tricky = [
+        "o'brien",
+        "x'); DROP TABLE effects; --",
+        "$undolog_org$'; SELECT 1; --",
+        "a$$b\\c",
+    ];
+    for org in tricky {
+        seed(&store, org).await;
+    }
+    for org in tricky {
+        let id = OrgId::new(org).unwrap();
+        let mut tx = store.begin(&id).await.unwrap();
+        let effects = tx
+            .session_effects(&SessionId::new("s1").unwrap())
+            .await
+            .unwrap();
+        assert_eq!(effects.len(), 1, "{org:?} sees exactly its own effect");
+        assert_eq!(effects[0].org, id);
+    }
+}
