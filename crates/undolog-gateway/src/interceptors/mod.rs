@@ -1,0 +1,258 @@
+//! The interceptor chain the gateway runs (SEP-2624): built at start-up from `[[interceptors]]`
+//! — built-ins in process, interceptor servers over stdio or Streamable HTTP — with every config
+//! checked against its interceptor's `configSchema`. `tool_call` runs it on `tools/call`.
+
+mod tool_call;
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use async_trait::async_trait;
+use rmcp::{
+    ErrorData, ServiceExt,
+    model::{CustomRequest, CustomResult, ErrorCode, ServerCapabilities},
+    transport::{
+        StreamableHttpClientTransport, TokioChildProcess,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use undolog_interceptors::{
+    Chain, ChainExecutionResult, ChainRequest, Descriptor, Interceptor, InterceptorClient,
+    Invocation, Member, Outcome, Registry,
+    builtin::{ArgumentValidator, CrossBoundaryGuard, SecretRedactor},
+    wire::METHOD_LIST,
+};
+
+pub(crate) use tool_call::{RequestVerdict, ResponseVerdict, context, recorded, rejection_details};
+
+use crate::{
+    config::{self, BuiltinInterceptor, InterceptorConfig, InterceptorSource},
+    upstream::Upstreams,
+};
+
+/// The gateway's interceptors: the chain, and the registry `interceptors/list` answers from.
+#[derive(Debug, Default)]
+pub(crate) struct Interceptors {
+    chain: Chain,
+    registry: Registry,
+}
+
+impl Interceptors {
+    /// Starts or connects to every configured interceptor and builds the chain. A server that
+    /// cannot be reached, a name it does not list, or a config its schema refuses stops start-up.
+    pub(crate) async fn start(
+        configs: &[InterceptorConfig],
+        upstreams: &Upstreams,
+    ) -> Result<Interceptors, config::Error> {
+        let mut out = Interceptors::default();
+        for entry in configs {
+            let found = discover(entry, upstreams).await?;
+            let selected: Vec<Arc<dyn Interceptor>> = match &entry.names {
+                None => found,
+                Some(names) => {
+                    let mut selected = Vec::new();
+                    for name in names {
+                        let one = found
+                            .iter()
+                            .find(|i| &i.descriptor().name == name)
+                            .ok_or_else(|| {
+                                let listed: Vec<&str> =
+                                    found.iter().map(|i| i.descriptor().name.as_str()).collect();
+                                config::Error::key(
+                                    format!("{}.names", entry.key),
+                                    format!(
+                                        "{name:?} is not an interceptor of this source; it lists \
+                                         {listed:?}"
+                                    ),
+                                )
+                            })?;
+                        selected.push(one.clone());
+                    }
+                    selected
+                }
+            };
+            for interceptor in selected {
+                let interceptor = overridden(interceptor, entry);
+                let mut member = Member::new(interceptor.clone());
+                if let Some(config) = &entry.config {
+                    member = member.with_config(config.clone());
+                }
+                if let Some(timeout) = entry.timeout {
+                    member = member.with_timeout(timeout);
+                }
+                let at = |e: undolog_interceptors::Error| {
+                    let field = match e {
+                        undolog_interceptors::Error::InvalidConfig { .. } => ".config",
+                        _ => "",
+                    };
+                    config::Error::key(format!("{}{field}", entry.key), e)
+                };
+                out.chain.push(member).map_err(at)?;
+                out.registry.register(interceptor).map_err(at)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs one message through the chain; `None` when no interceptor looks at it.
+    pub(crate) async fn run(&self, request: ChainRequest) -> Option<ChainExecutionResult> {
+        if !self.chain.intercepts(&request.event, request.phase) {
+            return None;
+        }
+        Some(self.chain.execute(request).await)
+    }
+
+    /// Adds `capabilities.extensions["io.modelcontextprotocol/interceptors"]` when any runs.
+    pub(crate) fn advertise(&self, capabilities: &mut ServerCapabilities) {
+        if self.registry.interceptors().next().is_some() {
+            undolog_interceptors::server::advertise(capabilities, &self.registry);
+        }
+    }
+
+    /// `interceptors/list`: the interceptors this gateway runs. Invoking them one by one is not
+    /// offered: they run as the gateway's chain, with the gateway's configs.
+    pub(crate) async fn handle_custom_request(
+        &self,
+        request: CustomRequest,
+    ) -> Result<CustomResult, ErrorData> {
+        if request.method == METHOD_LIST {
+            return undolog_interceptors::server::handle_custom_request(&self.registry, request)
+                .await;
+        }
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "method `{}` not found; this gateway answers {METHOD_LIST} (its interceptors run \
+                 as a chain on the messages they hook)",
+                request.method
+            ),
+            None,
+        ))
+    }
+}
+
+/// The interceptors one entry offers.
+async fn discover(
+    entry: &InterceptorConfig,
+    upstreams: &Upstreams,
+) -> Result<Vec<Arc<dyn Interceptor>>, config::Error> {
+    let unreachable = |field: &str, e: String| {
+        config::Error::key(
+            format!("{}.{field}", entry.key),
+            format!("{e}; check that the interceptor server runs and speaks MCP"),
+        )
+    };
+    let client = match &entry.source {
+        InterceptorSource::Builtin(builtin) => {
+            return builtin_interceptor(*builtin, entry, upstreams).await;
+        }
+        InterceptorSource::Stdio { command, args, env } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).envs(env).kill_on_drop(true);
+            let (transport, _stderr) = TokioChildProcess::builder(cmd)
+                .stderr(std::process::Stdio::inherit())
+                .spawn()
+                .map_err(|e| unreachable("command", format!("cannot start `{command}`: {e}")))?;
+            let service =
+                ().serve(transport)
+                    .await
+                    .map_err(|e| unreachable("command", e.to_string()))?;
+            InterceptorClient::from_service(service)
+        }
+        InterceptorSource::Http { url, headers } => {
+            let mut custom = std::collections::HashMap::new();
+            for (name, value) in headers {
+                let name = http::HeaderName::try_from(name.as_str())
+                    .map_err(|e| unreachable("headers", e.to_string()))?;
+                let value = http::HeaderValue::try_from(value.0.as_str())
+                    .map_err(|e| unreachable("headers", format!("{name}: {e}")))?;
+                custom.insert(name, value);
+            }
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+            let service =
+                ().serve(StreamableHttpClientTransport::from_config(config))
+                    .await
+                    .map_err(|e| unreachable("url", e.to_string()))?;
+            InterceptorClient::from_service(service)
+        }
+    };
+    let field = match entry.source {
+        InterceptorSource::Http { .. } => "url",
+        _ => "command",
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), client.interceptors())
+        .await
+        .map_err(|_| unreachable(field, "interceptors/list got no answer in 30 s".into()))?
+        .map_err(|e| unreachable(field, e.to_string()))
+}
+
+async fn builtin_interceptor(
+    builtin: BuiltinInterceptor,
+    entry: &InterceptorConfig,
+    upstreams: &Upstreams,
+) -> Result<Vec<Arc<dyn Interceptor>>, config::Error> {
+    let tools = upstreams.tools().await;
+    let interceptor: Arc<dyn Interceptor> = match builtin {
+        BuiltinInterceptor::Redactor => Arc::new(SecretRedactor::new()),
+        BuiltinInterceptor::Guard => {
+            // A tool's server is the upstream the gateway routes it to.
+            let servers: BTreeMap<String, String> = tools
+                .iter()
+                .map(|r| {
+                    let upstream = upstreams.connection(r.upstream).name().to_owned();
+                    (r.item.name.to_string(), upstream)
+                })
+                .collect();
+            Arc::new(CrossBoundaryGuard::new(servers))
+        }
+        BuiltinInterceptor::Arguments => {
+            let schemas = tools
+                .iter()
+                .map(|r| {
+                    let schema = serde_json::Value::Object((*r.item.input_schema).clone());
+                    (r.item.name.to_string(), schema)
+                })
+                .collect();
+            Arc::new(
+                ArgumentValidator::new(schemas)
+                    .map_err(|e| config::Error::key(format!("{}.builtin", entry.key), e))?,
+            )
+        }
+    };
+    Ok(vec![interceptor])
+}
+
+/// The interceptor under the entry's `mode`, `fail_open` and `timeout_ms`.
+fn overridden(inner: Arc<dyn Interceptor>, entry: &InterceptorConfig) -> Arc<dyn Interceptor> {
+    if entry.mode.is_none() && entry.fail_open.is_none() && entry.timeout.is_none() {
+        return inner;
+    }
+    let mut descriptor = inner.descriptor().clone();
+    if let Some(mode) = entry.mode {
+        descriptor.mode = mode;
+    }
+    if let Some(fail_open) = entry.fail_open {
+        descriptor.fail_open = fail_open;
+    }
+    if let Some(timeout) = entry.timeout {
+        descriptor.timeout_ms = Some(timeout.as_millis() as u64);
+    }
+    Arc::new(Overridden { descriptor, inner })
+}
+
+#[derive(Debug)]
+struct Overridden {
+    descriptor: Descriptor,
+    inner: Arc<dyn Interceptor>,
+}
+
+#[async_trait]
+impl Interceptor for Overridden {
+    fn descriptor(&self) -> &Descriptor {
+        &self.descriptor
+    }
+
+    async fn invoke(&self, invocation: Invocation) -> Result<Outcome, undolog_interceptors::Error> {
+        self.inner.invoke(invocation).await
+    }
+}

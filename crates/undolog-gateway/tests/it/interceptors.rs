@@ -1,0 +1,318 @@
+//! The interceptor chain on `tools/call`, through a real MCP client, the Python bank upstream, the
+//! built-in interceptors served over stdio by `undolog-builtin-interceptors` (a real interceptor
+//! server) and in process, and misbehaving interceptor servers.
+
+use std::{path::PathBuf, sync::OnceLock};
+
+use serde_json::{Value, json};
+use undolog_gateway::{ConfigSource, Gateway, GatewayConfig};
+use undolog_interceptors::{InterceptorClient, ListParams};
+use undolog_store::Effect;
+use undolog_types::{EffectState, OrgId, SessionId};
+
+use crate::harness::{BANK_TOOLS, Bank, Client, TestGateway, fixture, python, repo};
+
+const SESSION: &str = "run-1";
+const SECRET: &str = "ghp_Xa2bC3dEf4gH5iJk6Lm7nN8oP";
+
+/// `undolog-builtin-interceptors`, built once if this run has not built it yet.
+fn builtin_server() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo().join("target"));
+        let bin = target.join("debug/undolog-builtin-interceptors");
+        if !bin.is_file() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = std::process::Command::new(cargo)
+                .args(["build", "-j", "1", "-p", "undolog-interceptors"])
+                .args(["--bin", "undolog-builtin-interceptors"])
+                .current_dir(repo())
+                .status()
+                .expect("cargo runs");
+            assert!(
+                status.success(),
+                "cannot build undolog-builtin-interceptors"
+            );
+        }
+        bin
+    })
+}
+
+fn remote_builtins() -> String {
+    format!(
+        "[[interceptors]]\ncommand = {:?}\n",
+        builtin_server().display().to_string()
+    )
+}
+
+fn stuck(mode: &str, extra: &str) -> String {
+    format!(
+        "[[interceptors]]\ncommand = {:?}\nargs = [{:?}, \"--{mode}\"]\ntimeout_ms = 500\n{extra}\n",
+        python("mcp2").display().to_string(),
+        fixture("stuck_interceptor.py").display().to_string(),
+    )
+}
+
+async fn gateway(bank: &Bank, interceptors: &str) -> TestGateway {
+    TestGateway::start(&format!(
+        "[[upstreams]]\nname = \"bank\"\nurl = \"{}\"\n{interceptors}\n{BANK_TOOLS}",
+        bank.url
+    ))
+    .await
+}
+
+async fn client(gw: &TestGateway) -> Client {
+    let header = format!("X-UndoLog-Session-Id: {SESSION}");
+    Client::connect("mcp2", "legacy", &gw.mcp_url(), &[&header]).await
+}
+
+async fn effects(gw: &TestGateway) -> Vec<Effect> {
+    gw.gateway
+        .engine()
+        .session_effects(
+            &OrgId::new("default").unwrap(),
+            &SessionId::new(SESSION).unwrap(),
+        )
+        .await
+        .unwrap()
+}
+
+fn transfer(to: &str, amount: Value) -> Value {
+    json!({"from_account": "alice", "to_account": to, "amount": amount})
+}
+
+/// The chain verdicts the log keeps with an effect.
+fn verdicts(effect: &Effect) -> &Value {
+    &effect.result.as_ref().expect("a recorded result")["_meta"]["io.undolog/interceptors"]
+}
+
+fn entry<'a>(verdict: &'a Value, interceptor: &str) -> &'a Value {
+    verdict["results"]
+        .as_array()
+        .and_then(|r| r.iter().find(|e| e["interceptor"] == interceptor))
+        .unwrap_or_else(|| panic!("no {interceptor} in {verdict}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_call_never_reaches_the_upstream_and_is_recorded_as_rejected() {
+    let bank = Bank::start().await;
+    let chain = format!(
+        "{}[[interceptors]]\nbuiltin = \"arguments\"\n",
+        remote_builtins()
+    );
+    let gw = gateway(&bank, &chain).await;
+    let mut client = client(&gw).await;
+
+    let answer = client
+        .try_call("transfer", transfer("bob", json!("ten")))
+        .await;
+    assert_eq!(answer["code"], -32602, "{answer}");
+    let message = answer["error"].as_str().unwrap();
+    assert!(message.contains("blocked by interceptors"), "{message}");
+    assert!(message.contains("undolog/argument-validator"), "{message}");
+
+    assert!(
+        bank.ledger().await.is_empty(),
+        "the upstream ran a denied call"
+    );
+    let effects = effects(&gw).await;
+    assert_eq!(effects.len(), 1);
+    let rejected = &effects[0];
+    assert_eq!(rejected.state, EffectState::Rejected);
+    assert_eq!(rejected.tool, "transfer");
+    assert!(
+        rejected
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("argument-validator")
+    );
+    assert_eq!(verdicts(rejected)["request"]["status"], "validation_failed");
+
+    // The same call with good arguments runs: a rejection is not replayed.
+    let ok = client.call("transfer", transfer("bob", json!(10))).await;
+    assert_ne!(ok["isError"], true, "{ok}");
+    assert_eq!(bank.ledger().await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_redactors_change_is_what_the_upstream_receives_and_what_is_recorded() {
+    let bank = Bank::start().await;
+    let gw = gateway(&bank, &remote_builtins()).await;
+    let mut client = client(&gw).await;
+
+    let to = format!("note {SECRET}");
+    let result = client.call("transfer", transfer(&to, json!(5))).await;
+    assert_ne!(result["isError"], true, "{result}");
+
+    let ledger = bank.ledger().await;
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0]["to_account"], "note [redacted:github_pat]");
+    let effects = effects(&gw).await;
+    let effect = &effects[0];
+    assert_eq!(effect.state, EffectState::Committed);
+    assert_eq!(
+        effect.args.as_map()["to_account"],
+        "note [redacted:github_pat]"
+    );
+    let request = &verdicts(effect)["request"];
+    assert_eq!(request["status"], "success");
+    assert_eq!(entry(request, "undolog/secret-redactor")["applied"], true);
+    assert!(
+        !format!("{effect:?}").contains(SECRET),
+        "the log kept the secret"
+    );
+
+    // The identical call (same secret) is signed after redaction too: replayed, not rerun.
+    let again = client.call("transfer", transfer(&to, json!(5))).await;
+    assert_eq!(again["_meta"]["io.undolog/replayed"], true, "{again}");
+    assert_eq!(bank.ledger().await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_audit_interceptors_verdict_is_in_the_log_and_blocks_nothing() {
+    let bank = Bank::start().await;
+    let chain = "[[interceptors]]\nbuiltin = \"redactor\"\nmode = \"audit\"\n";
+    let gw = gateway(&bank, chain).await;
+    let mut client = client(&gw).await;
+
+    let to = format!("note {SECRET}");
+    let result = client.call("transfer", transfer(&to, json!(5))).await;
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(bank.ledger().await[0]["to_account"], to.as_str());
+
+    let effects = effects(&gw).await;
+    let request = &verdicts(&effects[0])["request"];
+    assert_eq!(request["status"], "success");
+    let redactor = entry(request, "undolog/secret-redactor");
+    assert_eq!(redactor["mode"], "audit");
+    assert_eq!(redactor["applied"], false);
+    assert_eq!(redactor["mutation"]["modified"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_lists_the_interceptors_it_runs() {
+    let bank = Bank::start().await;
+    let chain = format!(
+        "{}[[interceptors]]\nbuiltin = \"arguments\"\n",
+        remote_builtins()
+    );
+    let gw = gateway(&bank, &chain).await;
+    let mcp = InterceptorClient::connect_http(&gw.mcp_url())
+        .await
+        .unwrap();
+    assert!(mcp.advertises_interceptors());
+    let names: Vec<String> = mcp
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .interceptors
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "undolog/secret-redactor",
+            "undolog/cross-boundary-guard",
+            "undolog/argument-validator"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_or_garbled_interceptor_blocks_the_call_unless_fail_open() {
+    let bank = Bank::start().await;
+    for (chain, code) in [(stuck("hang", ""), -32000), (stuck("garbage", ""), -32603)] {
+        let gw = gateway(&bank, &chain).await;
+        let mut client = client(&gw).await;
+        let answer = client.try_call("transfer", transfer("bob", json!(1))).await;
+        assert_eq!(answer["code"], code, "{chain}: {answer}");
+        assert_eq!(effects(&gw).await[0].state, EffectState::Rejected);
+    }
+    assert!(
+        bank.ledger().await.is_empty(),
+        "a blocked call ran upstream"
+    );
+
+    let gw = gateway(&bank, &stuck("hang", "fail_open = true")).await;
+    let mut client = client(&gw).await;
+    let ok = client.call("transfer", transfer("bob", json!(1))).await;
+    assert_ne!(ok["isError"], true, "{ok}");
+    assert_eq!(bank.ledger().await.len(), 1);
+    let effects = effects(&gw).await;
+    let request = &verdicts(&effects[0])["request"];
+    assert_eq!(
+        entry(request, "stuck/validator")["skipped"],
+        true,
+        "{request}"
+    );
+}
+
+/// Start-up with this `[[interceptors]]` configuration, expected to fail; the message.
+async fn startup_error(bank: &Bank, interceptors: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("undolog.toml");
+    let toml = format!(
+        "[[upstreams]]\nname = \"bank\"\nurl = \"{}\"\n{interceptors}",
+        bank.url
+    );
+    std::fs::write(&file, toml).unwrap();
+    let source = ConfigSource {
+        file: Some(file),
+        listen: Some("127.0.0.1:0".into()),
+        store: Some(format!("sqlite://{}", dir.path().join("u.db").display())),
+    };
+    let config = match GatewayConfig::load(&source) {
+        Ok(config) => config,
+        Err(e) => return e.to_string(),
+    };
+    match Gateway::build(config).await {
+        Ok(_) => panic!("started with {interceptors}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_interceptor_configuration_stops_start_up_naming_the_key() {
+    let bank = Bank::start().await;
+    let server = builtin_server().display().to_string();
+    let cases = [
+        (
+            "[[interceptors]]\nbuiltin = \"guard\"\nconfig = { toolServers = 5 }\n".to_owned(),
+            "`interceptors[0].config`",
+        ),
+        (
+            format!("[[interceptors]]\ncommand = {server:?}\nnames = [\"nope\"]\n"),
+            "`interceptors[0].names`",
+        ),
+        (
+            "[[interceptors]]\nbuiltin = \"firewall\"\n".to_owned(),
+            "`interceptors[0].builtin`",
+        ),
+        (
+            "[[interceptors]]\ncommand = \"/nonexistent/interceptor\"\n".to_owned(),
+            "`interceptors[0].command`",
+        ),
+        (
+            "[[interceptors]]\nbuiltin = \"redactor\"\nurl = \"http://127.0.0.1:1/mcp\"\n"
+                .to_owned(),
+            "`interceptors[0]`",
+        ),
+        (
+            "[[interceptors]]\nbuiltin = \"redactor\"\nmode = \"loud\"\n".to_owned(),
+            "`interceptors[0].mode`",
+        ),
+        (
+            "[[interceptors]]\nbuiltin = \"redactor\"\n[[interceptors]]\nbuiltin = \"redactor\"\n"
+                .to_owned(),
+            "`interceptors[1]`",
+        ),
+    ];
+    for (toml, key) in cases {
+        let message = startup_error(&bank, &toml).await;
+        assert!(message.contains(key), "{toml}\n→ {message}");
+    }
+}
