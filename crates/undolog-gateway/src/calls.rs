@@ -94,7 +94,7 @@ impl Gateway {
             .config
             .trust_annotations;
         let policy = policy::classify(&self.config, &call.tool, &route.item, trusted);
-        let context = interceptors::context(&call.org, &call.session);
+        let context = interceptors::context(&call.org, &call.session, call.meta.as_ref());
         let request_record = match self
             .interceptors
             .tool_request(&call.tool, &call.args, &context)

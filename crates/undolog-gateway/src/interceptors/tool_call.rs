@@ -4,7 +4,10 @@
 //! it; the log keeps what the upstream answered, with every chain verdict beside it under
 //! `_meta["io.undolog/interceptors"]`.
 
-use rmcp::{ErrorData, model::ErrorCode};
+use rmcp::{
+    ErrorData,
+    model::{ErrorCode, RequestMetaObject},
+};
 use serde_json::{Map, Value, json};
 use undolog_interceptors::{
     ChainExecutionResult, ChainRequest, Direction, InvocationContext, Phase, wire::Principal,
@@ -45,8 +48,30 @@ pub(crate) enum ResponseVerdict {
     },
 }
 
-/// Who and where, for every interceptor of one call.
-pub(crate) fn context(org: &OrgId, session: &SessionId) -> InvocationContext {
+/// Who and where, for every interceptor of one call: the org, the UndoLog session, and the trace
+/// and span ids of a W3C `traceparent` in the request's `_meta`, when the client sent one.
+pub(crate) fn context(
+    org: &OrgId,
+    session: &SessionId,
+    meta: Option<&RequestMetaObject>,
+) -> InvocationContext {
+    let traceparent = meta
+        .and_then(|m| serde_json::to_value(m).ok())
+        .and_then(|m| {
+            m.get("traceparent")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+    // version-traceid-spanid-flags, as in `00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`.
+    let (trace_id, span_id) = match traceparent
+        .as_deref()
+        .map(|t| t.split('-').collect::<Vec<_>>())
+    {
+        Some(parts) if parts.len() == 4 && parts[1].len() == 32 && parts[2].len() == 16 => {
+            (Some(parts[1].to_owned()), Some(parts[2].to_owned()))
+        }
+        _ => (None, None),
+    };
     InvocationContext {
         principal: Some(Principal {
             kind: "org".into(),
@@ -54,7 +79,9 @@ pub(crate) fn context(org: &OrgId, session: &SessionId) -> InvocationContext {
             claims: None,
         }),
         session_id: Some(session.to_string()),
-        ..InvocationContext::default()
+        trace_id,
+        span_id,
+        timestamp: None,
     }
 }
 
@@ -186,4 +213,58 @@ fn without_record(result: &Value) -> Value {
 /// The rejected effect's details: `{"_meta": {"io.undolog/interceptors": {"request": …}}}`.
 pub(crate) fn rejection_details(record: Value) -> Value {
     json!({"_meta": {META_INTERCEPTORS: {"request": record}}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_context_carries_org_session_and_a_valid_traceparent_only() {
+        let org = OrgId::new("acme").unwrap();
+        let session = SessionId::new("s1").unwrap();
+        let cases = [
+            (
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                Some("4bf92f3577b34da6a3ce929d0e0e4736"),
+                Some("00f067aa0ba902b7"),
+            ),
+            ("garbage", None, None),
+            ("00-short-00f067aa0ba902b7-01", None, None),
+        ];
+        for (traceparent, trace, span) in cases {
+            let meta: RequestMetaObject =
+                serde_json::from_value(json!({"traceparent": traceparent})).unwrap();
+            let c = context(&org, &session, Some(&meta));
+            assert_eq!(c.trace_id.as_deref(), trace, "{traceparent}");
+            assert_eq!(c.span_id.as_deref(), span, "{traceparent}");
+            assert_eq!(c.session_id.as_deref(), Some("s1"));
+            assert_eq!(c.principal.unwrap().id, "acme");
+        }
+        assert_eq!(context(&org, &session, None).trace_id, None);
+    }
+
+    #[test]
+    fn verdicts_are_added_to_the_recorded_result_and_removed_for_the_response_phase() {
+        let upstream = json!({"content": [], "isError": false});
+        assert_eq!(recorded(upstream.clone(), None, None), upstream);
+        let chain = ChainExecutionResult {
+            status: undolog_interceptors::ChainStatus::Success,
+            event: EVENT.into(),
+            phase: Phase::Request,
+            direction: Direction::Receiving,
+            results: vec![],
+            final_payload: None,
+            validation_summary: Default::default(),
+            aborted_at: None,
+            total_duration_ms: 0,
+        };
+        let kept = recorded(upstream.clone(), Some(&chain), None);
+        assert_eq!(
+            kept["_meta"][META_INTERCEPTORS]["request"]["status"],
+            "success"
+        );
+        assert!(kept["_meta"][META_INTERCEPTORS].get("response").is_none());
+        assert_eq!(without_record(&kept), upstream);
+    }
 }

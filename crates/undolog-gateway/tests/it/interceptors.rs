@@ -316,3 +316,129 @@ async fn a_bad_interceptor_configuration_stops_start_up_naming_the_key() {
         assert!(message.contains(key), "{toml}\n→ {message}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_read_from_one_upstream_cannot_be_sent_to_another() {
+    let (source, sink) = (Bank::start().await, Bank::start().await);
+    let gw = TestGateway::start(&format!(
+        "[[upstreams]]\nname = \"source\"\nurl = \"{}\"\nprefix = \"source\"\n\
+         [[upstreams]]\nname = \"sink\"\nurl = \"{}\"\nprefix = \"sink\"\n\
+         [tools.source__with_meta]\ntier = \"read_only\"\n\
+         [tools.sink__transfer]\ntier = \"compensable\"\n\
+         [[interceptors]]\nbuiltin = \"guard\"\n",
+        source.url, sink.url
+    ))
+    .await;
+    let mut client = client(&gw).await;
+
+    // Nothing read yet: sending the credential anywhere is allowed.
+    let first = client
+        .call("sink__transfer", transfer("before", json!(1)))
+        .await;
+    assert_ne!(first["isError"], true, "{first}");
+    // The source answers with the credential (the response phase sees it)...
+    let read = client
+        .call("source__with_meta", json!({"note": SECRET}))
+        .await;
+    assert!(read["structuredContent"]["note"] == SECRET, "{read}");
+    // ...so it may not go to the sink, but may go back to the source.
+    let leak = client
+        .try_call("sink__transfer", transfer(SECRET, json!(1)))
+        .await;
+    assert_eq!(leak["code"], -32602, "{leak}");
+    assert!(
+        leak["error"].as_str().unwrap().contains("cross-boundary"),
+        "{leak}"
+    );
+    let back = client
+        .call("source__with_meta", json!({"note": SECRET}))
+        .await;
+    assert_ne!(back["isError"], true, "{back}");
+
+    let sent: Vec<Value> = sink.ledger().await;
+    assert_eq!(
+        sent.len(),
+        1,
+        "only the transfer before the read ran: {sent:?}"
+    );
+    let states: Vec<EffectState> = effects(&gw).await.iter().map(|e| e.state).collect();
+    assert_eq!(
+        states,
+        [
+            EffectState::Committed,
+            EffectState::Committed,
+            EffectState::Rejected,
+            EffectState::Committed
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_rest_surface_a_blocked_call_is_403_and_the_admin_api_shows_it_rejected() {
+    // The demo bank in process, the argument validator in process.
+    let gw = TestGateway::start("[[interceptors]]\nbuiltin = \"arguments\"\n").await;
+    let response = gw
+        .http
+        .post(format!("{}/mcp/tool_call", gw.base))
+        .header("x-undolog-session-id", SESSION)
+        .json(&json!({"name": "transfer", "arguments": transfer("bob", json!("ten"))}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 403);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("argument-validator"),
+        "{body}"
+    );
+    let listed = gw.get(&format!("/v1/sessions/{SESSION}/effects")).await;
+    let states: Vec<&str> = listed
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|e| e["state"].as_str())
+        .collect();
+    assert_eq!(states, ["rejected"], "{listed}");
+}
+
+fn spend_limit(config: &str) -> String {
+    format!(
+        "[[interceptors]]\ncommand = {:?}\nargs = [{:?}]\nconfig = {config}\n",
+        python("mcp2").display().to_string(),
+        repo()
+            .join("examples/interceptors/spend_limit.py")
+            .display()
+            .to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_example_interceptor_server_enforces_its_limit_and_its_config_schema() {
+    let bank = Bank::start().await;
+    let gw = gateway(&bank, &spend_limit("{ maxAmount = 100 }")).await;
+    let mut client = client(&gw).await;
+
+    let refused = client.try_call("transfer", transfer("bob", json!(500))).await;
+    assert_eq!(refused["code"], -32602, "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("above the limit of 100"),
+        "{refused}"
+    );
+    let close = client.call("transfer", transfer("bob", json!(90))).await;
+    assert_ne!(close["isError"], true, "{close}");
+    let ledger = bank.ledger().await;
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0]["amount"], 90);
+    let effects = effects(&gw).await;
+    assert_eq!(effects[0].state, EffectState::Rejected);
+    let request = &verdicts(&effects[1])["request"];
+    assert_eq!(request["validationSummary"]["warnings"], 1, "{request}");
+
+    // Its configSchema is checked before the gateway serves anything.
+    let message = startup_error(&bank, &spend_limit("{ maxAmount = \"lots\" }")).await;
+    assert!(message.contains("`interceptors[0].config`"), "{message}");
+    assert!(message.contains("example/spend-limit"), "{message}");
+}
