@@ -2,27 +2,26 @@
 //! — built-ins in process, interceptor servers over stdio or Streamable HTTP — with every config
 //! checked against its interceptor's `configSchema`. `tool_call` runs it on `tools/call`.
 
+mod remote;
 mod tool_call;
 
 use std::{collections::BTreeMap, sync::Arc};
 
 use async_trait::async_trait;
 use rmcp::{
-    ErrorData, ServiceExt,
+    ErrorData,
     model::{CustomRequest, CustomResult, ErrorCode, ServerCapabilities},
-    transport::{
-        StreamableHttpClientTransport, TokioChildProcess,
-        streamable_http_client::StreamableHttpClientTransportConfig,
-    },
 };
 use undolog_interceptors::{
-    Chain, ChainExecutionResult, ChainRequest, Descriptor, Interceptor, InterceptorClient,
-    Invocation, Member, Outcome, Registry,
+    Chain, ChainExecutionResult, ChainRequest, Descriptor, Interceptor, Invocation, Member,
+    Outcome, Registry,
     builtin::{ArgumentValidator, CrossBoundaryGuard, SecretRedactor},
     wire::METHOD_LIST,
 };
 
 pub(crate) use tool_call::{RequestVerdict, ResponseVerdict, context, recorded, rejection_details};
+
+use remote::RemoteServer;
 
 use crate::{
     config::{self, BuiltinInterceptor, InterceptorConfig, InterceptorSource},
@@ -135,54 +134,25 @@ async fn discover(
     entry: &InterceptorConfig,
     upstreams: &Upstreams,
 ) -> Result<Vec<Arc<dyn Interceptor>>, config::Error> {
-    let unreachable = |field: &str, e: String| {
-        config::Error::key(
-            format!("{}.{field}", entry.key),
-            format!("{e}; check that the interceptor server runs and speaks MCP"),
-        )
-    };
-    let client = match &entry.source {
+    let unreachable =
+        |field: &str, e: String| config::Error::key(format!("{}.{field}", entry.key), e);
+    let (field, server) = match &entry.source {
         InterceptorSource::Builtin(builtin) => {
             return builtin_interceptor(*builtin, entry, upstreams).await;
         }
-        InterceptorSource::Stdio { command, args, env } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env).kill_on_drop(true);
-            let (transport, _stderr) = TokioChildProcess::builder(cmd)
-                .stderr(std::process::Stdio::inherit())
-                .spawn()
-                .map_err(|e| unreachable("command", format!("cannot start `{command}`: {e}")))?;
-            let service =
-                ().serve(transport)
-                    .await
-                    .map_err(|e| unreachable("command", e.to_string()))?;
-            InterceptorClient::from_service(service)
-        }
-        InterceptorSource::Http { url, headers } => {
-            let mut custom = std::collections::HashMap::new();
-            for (name, value) in headers {
-                let name = http::HeaderName::try_from(name.as_str())
-                    .map_err(|e| unreachable("headers", e.to_string()))?;
-                let value = http::HeaderValue::try_from(value.0.as_str())
-                    .map_err(|e| unreachable("headers", format!("{name}: {e}")))?;
-                custom.insert(name, value);
-            }
-            let config =
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            let service =
-                ().serve(StreamableHttpClientTransport::from_config(config))
-                    .await
-                    .map_err(|e| unreachable("url", e.to_string()))?;
-            InterceptorClient::from_service(service)
-        }
+        InterceptorSource::Stdio { .. } => ("command", RemoteServer::new(entry.source.clone())),
+        InterceptorSource::Http { .. } => ("url", RemoteServer::new(entry.source.clone())),
     };
-    let field = match entry.source {
-        InterceptorSource::Http { .. } => "url",
-        _ => "command",
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(30), client.interceptors())
+    tokio::time::timeout(std::time::Duration::from_secs(30), server.interceptors())
         .await
-        .map_err(|_| unreachable(field, "interceptors/list got no answer in 30 s".into()))?
+        .map_err(|_| {
+            unreachable(
+                field,
+                "interceptors/list got no answer in 30 s; check that the server speaks MCP \
+             and serves SEP-2624 interceptors"
+                    .into(),
+            )
+        })?
         .map_err(|e| unreachable(field, e.to_string()))
 }
 

@@ -223,7 +223,7 @@ async fn the_gateway_lists_the_interceptors_it_runs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hanging_or_garbled_interceptor_blocks_the_call_unless_fail_open() {
+async fn a_hanging_garbled_or_crashed_interceptor_blocks_the_call_unless_fail_open() {
     let bank = Bank::start().await;
     for (chain, code) in [(stuck("hang", ""), -32000), (stuck("garbage", ""), -32603)] {
         let gw = gateway(&bank, &chain).await;
@@ -237,11 +237,32 @@ async fn a_hanging_or_garbled_interceptor_blocks_the_call_unless_fail_open() {
         "a blocked call ran upstream"
     );
 
+    // A server that crashed is restarted on the next call: one call blocked, not every call.
+    let marker = tempfile::tempdir().unwrap();
+    let marker = marker.path().join("crashed");
+    let chain = format!(
+        "[[interceptors]]\ncommand = {:?}\nargs = [{:?}, \"--crash-first\", {:?}]\n",
+        python("mcp2").display().to_string(),
+        fixture("stuck_interceptor.py").display().to_string(),
+        marker.display().to_string(),
+    );
+    let gw = gateway(&bank, &chain).await;
+    let mut agent = client(&gw).await;
+    let crashed = agent.try_call("transfer", transfer("bob", json!(1))).await;
+    assert_eq!(crashed["code"], -32603, "{crashed}");
+    assert!(
+        bank.ledger().await.is_empty(),
+        "a blocked call ran upstream"
+    );
+    let restarted = agent.call("transfer", transfer("bob", json!(1))).await;
+    assert_ne!(restarted["isError"], true, "{restarted}");
+    assert_eq!(bank.ledger().await.len(), 1);
+
     let gw = gateway(&bank, &stuck("hang", "fail_open = true")).await;
     let mut client = client(&gw).await;
     let ok = client.call("transfer", transfer("bob", json!(1))).await;
     assert_ne!(ok["isError"], true, "{ok}");
-    assert_eq!(bank.ledger().await.len(), 1);
+    assert_eq!(bank.ledger().await.len(), 2);
     let effects = effects(&gw).await;
     let request = &verdicts(&effects[0])["request"];
     assert_eq!(
@@ -421,10 +442,15 @@ async fn the_python_example_interceptor_server_enforces_its_limit_and_its_config
     let gw = gateway(&bank, &spend_limit("{ maxAmount = 100 }")).await;
     let mut client = client(&gw).await;
 
-    let refused = client.try_call("transfer", transfer("bob", json!(500))).await;
+    let refused = client
+        .try_call("transfer", transfer("bob", json!(500)))
+        .await;
     assert_eq!(refused["code"], -32602, "{refused}");
     assert!(
-        refused["error"].as_str().unwrap().contains("above the limit of 100"),
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("above the limit of 100"),
         "{refused}"
     );
     let close = client.call("transfer", transfer("bob", json!(90))).await;
