@@ -17,7 +17,7 @@ pub struct Gateway {
     pub(crate) config: GatewayConfig,
     pub(crate) engine: Engine,
     pub(crate) upstreams: Upstreams,
-    pub(crate) interceptors: crate::interceptors::Interceptors,
+    pub(crate) interceptors: Arc<crate::interceptors::Interceptors>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) key_cache: crate::auth::KeyCache,
 }
@@ -50,8 +50,12 @@ impl Gateway {
             config.limits.upstream_timeout,
         )
         .await;
-        let interceptors =
-            crate::interceptors::Interceptors::start(&config.interceptors, &upstreams).await?;
+        let interceptors = Arc::new(
+            crate::interceptors::Interceptors::start(&config.interceptors, &upstreams).await?,
+        );
+        for conn in upstreams.connections() {
+            conn.relay.use_interceptors(interceptors.clone());
+        }
         Ok(Arc::new(Gateway {
             config,
             engine,

@@ -81,6 +81,15 @@ pub(super) fn interceptor(i: usize, raw: RawInterceptor) -> Result<InterceptorCo
              use all the server lists",
         ));
     }
+    if let Some(events) = &raw.events
+        && (events.is_empty() || events.iter().any(String::is_empty))
+    {
+        return Err(Error::key(
+            key("events"),
+            "lists no event or an empty one; name events such as \"tools/call\" or \
+             \"sampling/createMessage\", or drop the key",
+        ));
+    }
     if raw.timeout_ms == Some(0) {
         return Err(Error::key(key("timeout_ms"), "must be greater than zero"));
     }
@@ -89,6 +98,7 @@ pub(super) fn interceptor(i: usize, raw: RawInterceptor) -> Result<InterceptorCo
         source,
         names: raw.names,
         config: raw.config,
+        events: raw.events,
         mode,
         fail_open: raw.fail_open,
         timeout: raw.timeout_ms.map(Duration::from_millis),

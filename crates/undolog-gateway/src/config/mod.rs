@@ -56,6 +56,8 @@ pub struct InterceptorConfig {
     /// Only these interceptors of the source; all of them when `None`.
     pub names: Option<Vec<String>>,
     pub config: Option<serde_json::Value>,
+    /// Replaces the events of every hook (phases stay as declared).
+    pub events: Option<Vec<String>>,
     pub mode: Option<undolog_interceptors::Mode>,
     pub fail_open: Option<bool>,
     pub timeout: Option<Duration>,

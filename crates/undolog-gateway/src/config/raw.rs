@@ -47,6 +47,8 @@ pub(crate) struct RawInterceptor {
     pub(crate) names: Option<Vec<String>>,
     /// Passed on every invocation; checked against each interceptor's `configSchema` at start-up.
     pub(crate) config: Option<Value>,
+    /// The events each hook intercepts (names, `*` or globs), overriding what it declares.
+    pub(crate) events: Option<Vec<String>>,
     /// `active` or `audit`, overriding what the interceptor declares.
     pub(crate) mode: Option<String>,
     /// Skip the interceptor when it crashes or times out instead of blocking the call.

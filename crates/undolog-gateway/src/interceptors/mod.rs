@@ -2,6 +2,7 @@
 //! — built-ins in process, interceptor servers over stdio or Streamable HTTP — with every config
 //! checked against its interceptor's `configSchema`. `tool_call` runs it on `tools/call`.
 
+mod relayed;
 mod remote;
 mod tool_call;
 
@@ -192,12 +193,21 @@ async fn builtin_interceptor(
     Ok(vec![interceptor])
 }
 
-/// The interceptor under the entry's `mode`, `fail_open` and `timeout_ms`.
+/// The interceptor under the entry's `events`, `mode`, `fail_open` and `timeout_ms`.
 fn overridden(inner: Arc<dyn Interceptor>, entry: &InterceptorConfig) -> Arc<dyn Interceptor> {
-    if entry.mode.is_none() && entry.fail_open.is_none() && entry.timeout.is_none() {
+    if entry.mode.is_none()
+        && entry.fail_open.is_none()
+        && entry.timeout.is_none()
+        && entry.events.is_none()
+    {
         return inner;
     }
     let mut descriptor = inner.descriptor().clone();
+    if let Some(events) = &entry.events {
+        for hook in &mut descriptor.hooks {
+            hook.events = events.clone();
+        }
+    }
     if let Some(mode) = entry.mode {
         descriptor.mode = mode;
     }

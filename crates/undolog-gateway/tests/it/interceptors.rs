@@ -10,7 +10,9 @@ use undolog_interceptors::{InterceptorClient, ListParams};
 use undolog_store::Effect;
 use undolog_types::{EffectState, OrgId, SessionId};
 
-use crate::harness::{BANK_TOOLS, Bank, Client, TestGateway, fixture, python, repo};
+use crate::harness::{
+    BANK_TOOLS, Bank, Client, TestGateway, fixture, python, repo, stdio_bank_toml,
+};
 
 const SESSION: &str = "run-1";
 const SECRET: &str = "ghp_Xa2bC3dEf4gH5iJk6Lm7nN8oP";
@@ -467,4 +469,35 @@ async fn the_python_example_interceptor_server_enforces_its_limit_and_its_config
     let message = startup_error(&bank, &spend_limit("{ maxAmount = \"lots\" }")).await;
     assert!(message.contains("`interceptors[0].config`"), "{message}");
     assert!(message.contains("example/spend-limit"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampling_request_from_an_upstream_goes_through_the_chain_to_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = stdio_bank_toml("bank", &dir.path().join("bank.json"));
+    let gw = TestGateway::start(&format!(
+        "{upstream}[tools.ask]\ntier = \"read_only\"\n\
+         [[interceptors]]\nbuiltin = \"redactor\"\nevents = [\"sampling/createMessage\"]\n"
+    ))
+    .await;
+    let mut cmd = tokio::process::Command::new(python("mcp2"));
+    cmd.arg(fixture("client.py"))
+        .args(["--url", &gw.mcp_url(), "--mode", "legacy"])
+        .args(["--sampling-reply", "fine"])
+        .args(["--header", &format!("X-UndoLog-Session-Id: {SESSION}")]);
+    let mut client = Client::start(cmd).await;
+    let result = client
+        .call(
+            "ask",
+            json!({"question": format!("is {SECRET} still valid?")}),
+        )
+        .await;
+    assert_eq!(
+        result["structuredContent"]["answer"], "fine | saw: is [redacted:github_pat] still valid?",
+        "{result}"
+    );
+    // Only the sampling request was redacted: the tool call itself is not hooked.
+    let effects = effects(&gw).await;
+    let question = &effects[0].args.as_map()["question"];
+    assert!(question.as_str().unwrap().contains(SECRET), "{question}");
 }
