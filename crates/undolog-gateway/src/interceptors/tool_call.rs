@@ -56,17 +56,10 @@ pub(crate) fn context(
     meta: Option<&RequestMetaObject>,
 ) -> InvocationContext {
     let traceparent = meta
-        .and_then(|m| serde_json::to_value(m).ok())
-        .and_then(|m| {
-            m.get("traceparent")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        });
+        .and_then(|m| m.get("traceparent"))
+        .and_then(Value::as_str);
     // version-traceid-spanid-flags, as in `00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`.
-    let (trace_id, span_id) = match traceparent
-        .as_deref()
-        .map(|t| t.split('-').collect::<Vec<_>>())
-    {
+    let (trace_id, span_id) = match traceparent.map(|t| t.split('-').collect::<Vec<_>>()) {
         Some(parts) if parts.len() == 4 && parts[1].len() == 32 && parts[2].len() == 16 => {
             (Some(parts[1].to_owned()), Some(parts[2].to_owned()))
         }
