@@ -225,8 +225,20 @@ impl Engine {
         effect: EffectId,
         error: impl Into<String>,
     ) -> Result<(), Error> {
+        self.fail_with(org, effect, error, None).await
+    }
+
+    /// The same, keeping `details` (what the tool answered, notes on the call) as the effect's
+    /// result for whoever reads the log; identical calls still get only the error.
+    pub async fn fail_with(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        error: impl Into<String>,
+        details: Option<Value>,
+    ) -> Result<(), Error> {
         let (now, error) = (self.now(), error.into());
-        self.update_effect(org, effect, |e| core::fail(e, error, now))
+        self.update_effect(org, effect, |e| core::fail(e, error, details, now))
             .await
     }
 

@@ -321,9 +321,15 @@ impl Gateway {
                     .commit(&call.org, effect_id, result.clone())
                     .await?;
             }
-            Outcome::Failed { error, .. } => {
+            Outcome::Failed { error, result, .. } => {
+                // Keep what the chain decided even when the upstream gave no result.
+                let details = match result {
+                    Some(kept) => kept.get("_meta").map(|_| kept.clone()),
+                    None => request_record
+                        .map(|r| interceptors::recorded(serde_json::json!({}), Some(r), None)),
+                };
                 self.engine
-                    .fail(&call.org, effect_id, error.clone())
+                    .fail_with(&call.org, effect_id, error.clone(), details)
                     .await?;
             }
             _ => {}

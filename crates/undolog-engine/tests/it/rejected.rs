@@ -1,5 +1,6 @@
 //! Calls refused before they were sent (an interceptor blocked them) are recorded as rejected
-//! effects; the tool never ran, so an identical call later is decided afresh.
+//! effects; the tool never ran, so an identical call later is decided afresh. Failures may keep
+//! details (such as the interceptors' verdicts) beside their error.
 
 use serde_json::json;
 use undolog_engine::{Event, Intercept};
@@ -89,4 +90,22 @@ async fn nothing_is_recorded_in_a_closed_session() {
             .len(),
         1
     );
+}
+
+#[tokio::test]
+async fn a_failure_can_keep_details_and_identical_calls_still_get_only_the_error() {
+    let (engine, _) = engine().await;
+    let id = must_execute(&engine, transfer("s1", 10)).await;
+    let details = json!({"_meta": {"io.undolog/interceptors": {"request": {"status": "success"}}}});
+    engine
+        .fail_with(&org(), id, "upstream timed out", Some(details.clone()))
+        .await
+        .unwrap();
+    let effect = engine.effect(&org(), id).await.unwrap();
+    assert_eq!(effect.state, EffectState::Failed);
+    assert_eq!(effect.result, Some(details));
+    assert!(matches!(
+        engine.intercept(transfer("s1", 10)).await,
+        Err(undolog_engine::Error::CallFailed { error, .. }) if error == "upstream timed out"
+    ));
 }

@@ -176,7 +176,9 @@ async fn a_remote_redactors_change_is_what_the_upstream_receives_and_what_is_rec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_audit_interceptors_verdict_is_in_the_log_and_blocks_nothing() {
     let bank = Bank::start().await;
-    let chain = "[[interceptors]]\nbuiltin = \"redactor\"\nmode = \"audit\"\n";
+    let chain = "[limits]\nupstream_timeout_secs = 1\n\
+                 [[interceptors]]\nbuiltin = \"redactor\"\nmode = \"audit\"\n\
+                 [tools.fail_always]\ntier = \"read_only\"\n[tools.hang]\ntier = \"read_only\"\n";
     let gw = gateway(&bank, chain).await;
     let mut client = client(&gw).await;
 
@@ -192,6 +194,21 @@ async fn an_audit_interceptors_verdict_is_in_the_log_and_blocks_nothing() {
     assert_eq!(redactor["mode"], "audit");
     assert_eq!(redactor["applied"], false);
     assert_eq!(redactor["mutation"]["modified"], true);
+
+    // Failed calls keep the verdicts too: with the tool's error result, or alone when the
+    // upstream gave none (here: it did not answer in time).
+    client.call("fail_always", json!({})).await;
+    client.try_call("hang", json!({"seconds": 5})).await;
+    let effects = self::effects(&gw).await;
+    for failed in &effects[1..] {
+        assert_eq!(failed.state, EffectState::Failed, "{failed:?}");
+        assert_eq!(
+            verdicts(failed)["request"]["status"],
+            "success",
+            "{failed:?}"
+        );
+    }
+    assert_eq!(effects.len(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
