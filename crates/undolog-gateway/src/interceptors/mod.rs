@@ -80,11 +80,15 @@ impl Interceptors {
                     member = member.with_timeout(timeout);
                 }
                 let at = |e: undolog_interceptors::Error| {
-                    let field = match e {
-                        undolog_interceptors::Error::InvalidConfig { .. } => ".config",
-                        _ => "",
+                    let (field, hint) = match e {
+                        undolog_interceptors::Error::InvalidConfig { .. } => (".config", ""),
+                        undolog_interceptors::Error::DuplicateName(_) => (
+                            "",
+                            " (another entry brings it too: drop one, or choose with `names`)",
+                        ),
+                        _ => ("", ""),
                     };
-                    config::Error::key(format!("{}{field}", entry.key), e)
+                    config::Error::key(format!("{}{field}", entry.key), format!("{e}{hint}"))
                 };
                 out.chain.push(member).map_err(at)?;
                 out.registry.register(interceptor).map_err(at)?;
@@ -154,7 +158,13 @@ async fn discover(
                     .into(),
             )
         })?
-        .map_err(|e| unreachable(field, e.to_string()))
+        .map_err(|e| match e {
+            undolog_interceptors::Error::MalformedResult { .. } => unreachable(
+                field,
+                format!("{e}; the server's interceptors/list must follow SEP-2624, fix the server"),
+            ),
+            other => unreachable(field, other.to_string()),
+        })
 }
 
 async fn builtin_interceptor(

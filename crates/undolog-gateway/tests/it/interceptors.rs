@@ -328,6 +328,11 @@ async fn a_bad_interceptor_configuration_stops_start_up_naming_the_key() {
             format!("[[interceptors]]\ncommand = {server:?}\nnames = [\"nope\"]\n"),
             "`interceptors[0].names`",
         ),
+        (stuck("bad-descriptor", ""), "`interceptors[0].command`"),
+        (
+            stuck("bad-schema", ""),
+            "`interceptors[0]`: interceptor `stuck/validator` has an invalid configSchema",
+        ),
         (
             "[[interceptors]]\nbuiltin = \"firewall\"\n".to_owned(),
             "`interceptors[0].builtin`",
