@@ -157,18 +157,26 @@ impl Interceptors {
 }
 
 /// The result as the log keeps it: the upstream's, plus every chain verdict under
-/// `_meta["io.undolog/interceptors"]` (`{request?, response?}`) when a chain ran.
+/// `_meta["io.undolog/interceptors"]` (`{request?, response?}`) when a chain ran. A verdict's
+/// `finalPayload` is left out: it is the call's arguments or this result, recorded already.
 pub(crate) fn recorded(
     result: Value,
     request: Option<&ChainExecutionResult>,
     response: Option<&ChainExecutionResult>,
 ) -> Value {
+    let verdict = |r: &ChainExecutionResult| {
+        let mut v = json!(r);
+        if let Some(map) = v.as_object_mut() {
+            map.remove("finalPayload");
+        }
+        v
+    };
     let mut verdicts = Map::new();
     if let Some(r) = request {
-        verdicts.insert("request".into(), json!(r));
+        verdicts.insert("request".into(), verdict(r));
     }
     if let Some(r) = response {
-        verdicts.insert("response".into(), json!(r));
+        verdicts.insert("response".into(), verdict(r));
     }
     if verdicts.is_empty() {
         return result;
@@ -247,7 +255,7 @@ mod tests {
             phase: Phase::Request,
             direction: Direction::Receiving,
             results: vec![],
-            final_payload: None,
+            final_payload: Some(json!({"name": "t", "arguments": {}})),
             validation_summary: Default::default(),
             aborted_at: None,
             total_duration_ms: 0,
@@ -258,6 +266,11 @@ mod tests {
             "success"
         );
         assert!(kept["_meta"][META_INTERCEPTORS].get("response").is_none());
+        assert!(
+            kept["_meta"][META_INTERCEPTORS]["request"]
+                .get("finalPayload")
+                .is_none()
+        );
         assert_eq!(without_record(&kept), upstream);
     }
 }
