@@ -50,9 +50,8 @@ impl Gateway {
             config.limits.upstream_timeout,
         )
         .await;
-        let interceptors = Arc::new(
-            crate::interceptors::Interceptors::start(&config.interceptors, &upstreams).await?,
-        );
+        let interceptors =
+            Arc::new(crate::interceptors::Interceptors::start(&config, &upstreams).await?);
         for conn in upstreams.connections() {
             conn.relay.use_interceptors(interceptors.clone());
         }

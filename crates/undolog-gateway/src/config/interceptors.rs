@@ -18,12 +18,13 @@ pub(super) fn interceptor(i: usize, raw: RawInterceptor) -> Result<InterceptorCo
             "redactor" => BuiltinInterceptor::Redactor,
             "guard" => BuiltinInterceptor::Guard,
             "arguments" => BuiltinInterceptor::Arguments,
+            "policy" => BuiltinInterceptor::Policy,
             other => {
                 return Err(Error::key(
                     key("builtin"),
                     format!(
-                        "{other:?} is not a built-in interceptor; use \"redactor\", \"guard\" or \
-                         \"arguments\""
+                        "{other:?} is not a built-in interceptor; use \"redactor\", \"guard\", \
+                         \"arguments\" or \"policy\""
                     ),
                 ));
             }
@@ -57,7 +58,7 @@ pub(super) fn interceptor(i: usize, raw: RawInterceptor) -> Result<InterceptorCo
             return Err(Error::key(
                 entry,
                 "give exactly one of `command` (an interceptor server on stdio), `url` (one on \
-                 Streamable HTTP) or `builtin` (\"redactor\", \"guard\" or \"arguments\")",
+                 Streamable HTTP) or `builtin` (\"redactor\", \"guard\", \"arguments\" or \"policy\")",
             ));
         }
     };

@@ -86,6 +86,8 @@ pub enum BuiltinInterceptor {
     Guard,
     /// Checks `tools/call` arguments against the tool's `inputSchema`.
     Arguments,
+    /// Refuses or flags `tools/call` by the tool's UndoLog tier and approval.
+    Policy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

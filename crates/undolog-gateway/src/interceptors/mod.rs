@@ -2,6 +2,7 @@
 //! — built-ins in process, interceptor servers over stdio or Streamable HTTP — with every config
 //! checked against its interceptor's `configSchema`. `tool_call` runs it on `tools/call`.
 
+mod policy;
 mod relayed;
 mod remote;
 mod tool_call;
@@ -25,6 +26,7 @@ pub(crate) use tool_call::{RequestVerdict, ResponseVerdict, context, recorded, r
 use remote::RemoteServer;
 
 use crate::{
+    GatewayConfig,
     config::{self, BuiltinInterceptor, InterceptorConfig, InterceptorSource},
     upstream::Upstreams,
 };
@@ -40,12 +42,12 @@ impl Interceptors {
     /// Starts or connects to every configured interceptor and builds the chain. A server that
     /// cannot be reached, a name it does not list, or a config its schema refuses stops start-up.
     pub(crate) async fn start(
-        configs: &[InterceptorConfig],
+        config: &GatewayConfig,
         upstreams: &Upstreams,
     ) -> Result<Interceptors, config::Error> {
         let mut out = Interceptors::default();
-        for entry in configs {
-            let found = discover(entry, upstreams).await?;
+        for entry in &config.interceptors {
+            let found = discover(entry, config, upstreams).await?;
             let selected: Vec<Arc<dyn Interceptor>> = match &entry.names {
                 None => found,
                 Some(names) => {
@@ -137,13 +139,14 @@ impl Interceptors {
 /// The interceptors one entry offers.
 async fn discover(
     entry: &InterceptorConfig,
+    config: &GatewayConfig,
     upstreams: &Upstreams,
 ) -> Result<Vec<Arc<dyn Interceptor>>, config::Error> {
     let unreachable =
         |field: &str, e: String| config::Error::key(format!("{}.{field}", entry.key), e);
     let (field, server) = match &entry.source {
         InterceptorSource::Builtin(builtin) => {
-            return builtin_interceptor(*builtin, entry, upstreams).await;
+            return builtin_interceptor(*builtin, entry, config, upstreams).await;
         }
         InterceptorSource::Stdio { .. } => ("command", RemoteServer::new(entry.source.clone())),
         InterceptorSource::Http { .. } => ("url", RemoteServer::new(entry.source.clone())),
@@ -170,6 +173,7 @@ async fn discover(
 async fn builtin_interceptor(
     builtin: BuiltinInterceptor,
     entry: &InterceptorConfig,
+    config: &GatewayConfig,
     upstreams: &Upstreams,
 ) -> Result<Vec<Arc<dyn Interceptor>>, config::Error> {
     let tools = upstreams.tools().await;
@@ -185,6 +189,19 @@ async fn builtin_interceptor(
                 })
                 .collect();
             Arc::new(CrossBoundaryGuard::new(servers))
+        }
+        BuiltinInterceptor::Policy => {
+            // The classification every call of the tool gets (configuration, then annotations).
+            let policies = tools
+                .iter()
+                .map(|r| {
+                    let trusted = upstreams.connection(r.upstream).config.trust_annotations;
+                    let name = r.item.name.to_string();
+                    let policy = crate::policy::classify(config, &name, &r.item, trusted);
+                    (name, policy)
+                })
+                .collect();
+            Arc::new(policy::PolicyValidator::new(policies, config.default_tier))
         }
         BuiltinInterceptor::Arguments => {
             let schemas = tools

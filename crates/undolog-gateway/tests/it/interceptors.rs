@@ -328,6 +328,11 @@ async fn a_bad_interceptor_configuration_stops_start_up_naming_the_key() {
             format!("[[interceptors]]\ncommand = {server:?}\nnames = [\"nope\"]\n"),
             "`interceptors[0].names`",
         ),
+        (
+            "[[interceptors]]\nbuiltin = \"policy\"\nconfig = { deny = [\"sometimes\"] }\n"
+                .to_owned(),
+            "`interceptors[0].config`",
+        ),
         (stuck("bad-descriptor", ""), "`interceptors[0].command`"),
         (
             stuck("bad-schema", ""),
@@ -522,4 +527,67 @@ async fn a_sampling_request_from_an_upstream_goes_through_the_chain_to_the_clien
     let effects = effects(&gw).await;
     let question = &effects[0].args.as_map()["question"];
     assert!(question.as_str().unwrap().contains(SECRET), "{question}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_built_in_refuses_by_tier_or_approval_and_notes_the_classification() {
+    let bank = Bank::start().await;
+    let chain = "[[interceptors]]\nbuiltin = \"policy\"\n\
+                 config = { deny = [\"irreversible\"], warn = [\"compensable\"] }\n";
+    let gw = gateway(&bank, chain).await;
+    let mut agent = client(&gw).await;
+    let email = json!({"to": "ceo@example.com", "subject": "hi"});
+    let refused = agent.try_call("send_email", email.clone()).await;
+    assert_eq!(refused["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("`send_email` is irreversible"),
+        "{refused}"
+    );
+    agent.call("transfer", transfer("bob", json!(3))).await;
+    agent.call("get_balance", json!({"account": "bob"})).await;
+    let effects = effects(&gw).await;
+    let states: Vec<EffectState> = effects.iter().map(|e| e.state).collect();
+    assert_eq!(
+        states,
+        [
+            EffectState::Rejected,
+            EffectState::Committed,
+            EffectState::Committed
+        ]
+    );
+    let noted = |e: &Effect| entry(&verdicts(e)["request"], "undolog/policy").clone();
+    assert_eq!(noted(&effects[1])["validation"]["severity"], "warn");
+    assert_eq!(
+        noted(&effects[1])["validation"]["info"]["tier"],
+        "compensable"
+    );
+    assert_eq!(
+        noted(&effects[2])["validation"]["info"]["tier"],
+        "read_only"
+    );
+
+    // approval = "deny": what would wait for a person is refused at once, and nobody is asked.
+    let chain = "[[interceptors]]\nbuiltin = \"policy\"\nconfig = { approval = \"deny\" }\n";
+    let gw = gateway(&bank, chain).await;
+    let mut agent = client(&gw).await;
+    let refused = agent.try_call("send_email", email).await;
+    assert_eq!(refused["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("needs a person's approval"),
+        "{refused}"
+    );
+    let pending = gw.get("/v1/approvals?status=pending").await;
+    assert_eq!(pending, json!([]));
+    assert!(
+        bank.ledger()
+            .await
+            .iter()
+            .all(|op| op["op"] != "send_email")
+    );
 }
