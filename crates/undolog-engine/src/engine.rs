@@ -188,6 +188,29 @@ impl Engine {
         Ok(decision)
     }
 
+    /// Records a call that was refused before it was sent (an interceptor blocked it) as a
+    /// `rejected` effect, in one transaction: `reason` says why, `details` (if any) is kept as the
+    /// effect's result for whoever reads the log. The tool never runs; an identical call later is
+    /// decided afresh. `None` when the session no longer takes calls (nothing is recorded then).
+    pub async fn reject(
+        &self,
+        call: &Call,
+        reason: impl Into<String>,
+        details: Option<Value>,
+    ) -> Result<Option<EffectId>, Error> {
+        self.validate(call)?;
+        let mut tx = self.begin(&call.org).await?;
+        tx.lock(call.signature().lock_key()).await?;
+        let session = tx.session(&call.session).await?;
+        let Some((effect_id, writes)) =
+            core::reject(call, session, reason.into(), details, self.now())
+        else {
+            return Ok(None);
+        };
+        self.commit_writes(tx, &writes).await?;
+        Ok(Some(effect_id))
+    }
+
     /// Records the tool's result for an effect this caller was told to execute.
     pub async fn commit(&self, org: &OrgId, effect: EffectId, result: Value) -> Result<(), Error> {
         let now = self.now();
@@ -202,8 +225,20 @@ impl Engine {
         effect: EffectId,
         error: impl Into<String>,
     ) -> Result<(), Error> {
+        self.fail_with(org, effect, error, None).await
+    }
+
+    /// The same, keeping `details` (what the tool answered, notes on the call) as the effect's
+    /// result for whoever reads the log; identical calls still get only the error.
+    pub async fn fail_with(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        error: impl Into<String>,
+        details: Option<Value>,
+    ) -> Result<(), Error> {
         let (now, error) = (self.now(), error.into());
-        self.update_effect(org, effect, |e| core::fail(e, error, now))
+        self.update_effect(org, effect, |e| core::fail(e, error, details, now))
             .await
     }
 
@@ -282,6 +317,14 @@ impl Engine {
                         effect_id: e.id,
                         tool: e.tool.clone(),
                     });
+                    if e.state == EffectState::Rejected {
+                        events.push(Event::EffectRejected {
+                            org: e.org.clone(),
+                            session: e.session.clone(),
+                            effect_id: e.id,
+                            reason: e.error.clone().unwrap_or_default(),
+                        });
+                    }
                 }
                 Write::UpdateEffect(e) => {
                     tx.update_effect(e).await?;

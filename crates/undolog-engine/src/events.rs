@@ -29,6 +29,13 @@ pub enum Event {
         session: SessionId,
         effect_id: EffectId,
     },
+    /// Refused before it was sent (an interceptor blocked it); the tool did not run.
+    EffectRejected {
+        org: OrgId,
+        session: SessionId,
+        effect_id: EffectId,
+        reason: String,
+    },
     ApprovalRequired {
         org: OrgId,
         session: SessionId,
@@ -62,6 +69,7 @@ impl Event {
             | Event::EffectCommitted { org, .. }
             | Event::EffectFailed { org, .. }
             | Event::EffectReplayed { org, .. }
+            | Event::EffectRejected { org, .. }
             | Event::ApprovalRequired { org, .. }
             | Event::ApprovalDecided { org, .. }
             | Event::CompensationStep { org, .. }

@@ -17,6 +17,7 @@ pub struct Gateway {
     pub(crate) config: GatewayConfig,
     pub(crate) engine: Engine,
     pub(crate) upstreams: Upstreams,
+    pub(crate) interceptors: Arc<crate::interceptors::Interceptors>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) key_cache: crate::auth::KeyCache,
 }
@@ -27,11 +28,15 @@ impl Gateway {
         let store = undolog_store::open_with(&config.store, &config.store_pool)
             .await
             .map_err(|e| Error::Startup(e.to_string()))?;
-        Ok(Gateway::with_store(config, store).await)
+        Gateway::with_store(config, store).await
     }
 
-    /// The same, on a store the caller opened.
-    pub async fn with_store(config: GatewayConfig, store: Arc<dyn Store>) -> Arc<Gateway> {
+    /// The same, on a store the caller opened. Fails when an interceptor cannot be started or
+    /// its config does not match its `configSchema`.
+    pub async fn with_store(
+        config: GatewayConfig,
+        store: Arc<dyn Store>,
+    ) -> Result<Arc<Gateway>, Error> {
         let engine_config = EngineConfig {
             approval_timeout: config.approvals.timeout,
             // A tool may run as long as the upstream timeout; keep its lease well beyond that.
@@ -45,13 +50,19 @@ impl Gateway {
             config.limits.upstream_timeout,
         )
         .await;
-        Arc::new(Gateway {
+        let interceptors =
+            Arc::new(crate::interceptors::Interceptors::start(&config, &upstreams).await?);
+        for conn in upstreams.connections() {
+            conn.relay.use_interceptors(interceptors.clone());
+        }
+        Ok(Arc::new(Gateway {
             config,
             engine,
             upstreams,
+            interceptors,
             store,
             key_cache: crate::auth::KeyCache::default(),
-        })
+        }))
     }
 
     pub fn config(&self) -> &GatewayConfig {

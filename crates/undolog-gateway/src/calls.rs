@@ -15,7 +15,12 @@ use tokio_util::sync::CancellationToken;
 use undolog_engine::{Call, Intercept};
 use undolog_types::{ApprovalId, ApprovalState, Args, EffectId, OrgId, SessionId, Timestamp};
 
-use crate::{Error, Gateway, config::ApprovalMode, policy, results};
+use crate::{
+    Error, Gateway,
+    config::ApprovalMode,
+    interceptors::{self, RequestVerdict, ResponseVerdict},
+    policy, results,
+};
 
 /// One tool call as a surface received it.
 #[derive(Debug, Clone)]
@@ -69,9 +74,13 @@ pub(crate) enum Outcome {
 
 impl Gateway {
     /// Runs one tool call through the engine.
+    ///
+    /// The interceptor chain sees the request first: a blocked call is recorded as a rejected
+    /// effect and never reaches the engine's decision or the upstream; a mutated call goes on
+    /// with the mutated arguments (signed, recorded and sent as mutated).
     pub(crate) async fn call_tool(
         &self,
-        call: ToolCall,
+        mut call: ToolCall,
         caller: &Caller,
     ) -> Result<Outcome, Error> {
         let route = self
@@ -85,6 +94,35 @@ impl Gateway {
             .config
             .trust_annotations;
         let policy = policy::classify(&self.config, &call.tool, &route.item, trusted);
+        let context = interceptors::context(&call.org, &call.session, call.meta.as_ref());
+        let request_record = match self
+            .interceptors
+            .tool_request(&call.tool, &call.args, &context)
+            .await
+        {
+            RequestVerdict::Pass { args, record } => {
+                call.args = args;
+                record
+            }
+            RequestVerdict::Blocked { error, record } => {
+                let mut rejected = Call::new(
+                    call.org.clone(),
+                    call.session.clone(),
+                    call.tool.clone(),
+                    call.args.clone(),
+                    policy,
+                );
+                if let Some(key) = &call.idempotency_key {
+                    rejected = rejected.with_idempotency_key(key.clone());
+                }
+                let details = interceptors::rejection_details(record);
+                let effect_id = self
+                    .engine
+                    .reject(&rejected, error.message.to_string(), Some(details))
+                    .await?;
+                return Err(Error::Intercepted { effect_id, error });
+            }
+        };
         let mut engine_call = Call::new(
             call.org.clone(),
             call.session.clone(),
@@ -110,11 +148,26 @@ impl Gateway {
             };
             match decision {
                 Intercept::Execute { effect_id, .. } => {
-                    return self
-                        .execute(&call, route.upstream, &route.name, effect_id, caller)
-                        .await;
+                    let run = Run {
+                        upstream: route.upstream,
+                        upstream_name: &route.name,
+                        effect_id,
+                        context: &context,
+                        request_record: request_record.as_ref(),
+                    };
+                    return self.execute(&call, run, caller).await;
                 }
                 Intercept::Replay { effect_id, result } => {
+                    // The recorded answer goes through the response phase like a fresh one.
+                    let result = match self.interceptors.tool_response(&result, &context).await {
+                        ResponseVerdict::Pass { result, .. } => result,
+                        ResponseVerdict::Blocked { error, .. } => {
+                            return Err(Error::Intercepted {
+                                effect_id: Some(effect_id),
+                                error,
+                            });
+                        }
+                    };
                     return Ok(Outcome::Replayed { effect_id, result });
                 }
                 Intercept::Rejected { effect_id, reason } => {
@@ -191,15 +244,21 @@ impl Gateway {
         }
     }
 
-    /// Runs the tool upstream for an effect the engine handed out, and records how it went.
+    /// Runs the tool upstream for an effect the engine handed out, puts the answer through the
+    /// response phase, and records how it went (with the chain verdicts).
     async fn execute(
         &self,
         call: &ToolCall,
-        upstream: usize,
-        upstream_name: &str,
-        effect_id: EffectId,
+        run: Run<'_>,
         caller: &Caller,
     ) -> Result<Outcome, Error> {
+        let Run {
+            upstream,
+            upstream_name,
+            effect_id,
+            context,
+            request_record,
+        } = run;
         let conn = self.upstreams.connection(upstream);
         let mut params = CallToolRequestParams::new(upstream_name.to_owned());
         params.arguments = Some(call.args.as_map().clone());
@@ -216,12 +275,26 @@ impl Gateway {
             result,
             replayed: false,
         };
+        let (mut blocked, mut answered) = (None, None);
         let outcome = match answer {
             Ok(ServerResult::CallToolResult(result)) => {
                 let result = results::stored(&result);
-                match results::tool_error(&result) {
-                    Some(error) => failed(error, Some(result)),
-                    None => Outcome::Executed { effect_id, result },
+                let (answer, response_record) =
+                    match self.interceptors.tool_response(&result, context).await {
+                        ResponseVerdict::Pass { result, record } => (Some(result), record),
+                        ResponseVerdict::Blocked { error, record } => {
+                            blocked = Some(error);
+                            (None, Some(record))
+                        }
+                    };
+                answered = answer;
+                let kept = interceptors::recorded(result, request_record, response_record.as_ref());
+                match results::tool_error(&kept) {
+                    Some(error) => failed(error, Some(kept)),
+                    None => Outcome::Executed {
+                        effect_id,
+                        result: kept,
+                    },
                 }
             }
             Ok(ServerResult::InputRequiredResult(_)) => failed(
@@ -248,8 +321,16 @@ impl Gateway {
                     .commit(&call.org, effect_id, result.clone())
                     .await
             }
-            Outcome::Failed { error, .. } => {
-                self.engine.fail(&call.org, effect_id, error.clone()).await
+            Outcome::Failed { error, result, .. } => {
+                // Keep what the chain decided even when the upstream gave no result.
+                let details = match result {
+                    Some(kept) => kept.get("_meta").map(|_| kept.clone()),
+                    None => request_record
+                        .map(|r| interceptors::recorded(serde_json::json!({}), Some(r), None)),
+                };
+                self.engine
+                    .fail_with(&call.org, effect_id, error.clone(), details)
+                    .await
             }
             _ => Ok(()),
         };
@@ -259,6 +340,41 @@ impl Gateway {
             effect_id,
             reason: e.to_string(),
         })?;
-        Ok(outcome)
+        if let Some(error) = blocked {
+            return Err(Error::Intercepted {
+                effect_id: Some(effect_id),
+                error,
+            });
+        }
+        // The client gets what the response phase let through; the log keeps the upstream's.
+        Ok(match (outcome, answered) {
+            (Outcome::Executed { effect_id, .. }, Some(result)) => {
+                Outcome::Executed { effect_id, result }
+            }
+            (
+                Outcome::Failed {
+                    effect_id,
+                    error,
+                    replayed,
+                    ..
+                },
+                Some(result),
+            ) => Outcome::Failed {
+                effect_id,
+                error,
+                result: Some(result),
+                replayed,
+            },
+            (outcome, _) => outcome,
+        })
     }
+}
+
+/// Where and how one engine-approved call runs.
+struct Run<'a> {
+    upstream: usize,
+    upstream_name: &'a str,
+    effect_id: EffectId,
+    context: &'a undolog_interceptors::InvocationContext,
+    request_record: Option<&'a undolog_interceptors::ChainExecutionResult>,
 }

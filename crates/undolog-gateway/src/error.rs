@@ -36,6 +36,13 @@ pub enum Error {
     Config(#[from] crate::config::Error),
     #[error("{0}")]
     Startup(String),
+    /// The interceptor chain blocked the call (recorded as a rejected effect when it never ran)
+    /// or its result; `error` is the chain's JSON-RPC error (−32602, −32603 or −32000).
+    #[error("{}", .error.message)]
+    Intercepted {
+        effect_id: Option<undolog_types::EffectId>,
+        error: ErrorData,
+    },
 }
 
 impl Error {
@@ -49,6 +56,11 @@ impl Error {
             Error::Cancelled => StatusCode::BAD_REQUEST,
             Error::Config(_) | Error::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Error::OutcomeNotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Intercepted { error, .. } => match error.code.0 {
+                -32602 => StatusCode::FORBIDDEN,
+                -32000 => StatusCode::GATEWAY_TIMEOUT,
+                _ => StatusCode::BAD_GATEWAY,
+            },
             Error::Engine(e) => match e {
                 E::InvalidInput(_) | E::EmptyToolName | E::EmptyIdempotencyKey => {
                     StatusCode::BAD_REQUEST
@@ -92,6 +104,15 @@ impl Error {
 
     /// The JSON-RPC error for MCP clients.
     pub(crate) fn to_jsonrpc(&self) -> ErrorData {
+        if let Error::Intercepted { effect_id, error } = self {
+            // The chain's own error, with the effect that records it.
+            let mut error = error.clone();
+            if let (Some(id), Some(serde_json::Value::Object(data))) = (effect_id, &mut error.data)
+            {
+                data.insert(crate::results::META_EFFECT_ID.into(), json!(id.to_string()));
+            }
+            return error;
+        }
         let message = self.public_message();
         match self.status() {
             StatusCode::BAD_REQUEST

@@ -14,6 +14,7 @@ pub mod config;
 mod demo;
 mod error;
 mod http;
+mod interceptors;
 mod mcp;
 mod policy;
 mod results;

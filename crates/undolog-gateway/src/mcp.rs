@@ -10,10 +10,10 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject,
-        ServerCapabilities, ServerConfig, SetLevelRequestParams,
+        CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, Reference,
+        RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams,
     },
     service::RequestContext,
 };
@@ -139,6 +139,8 @@ impl ServerHandler for McpFront {
             .enable_completions()
             .enable_logging()
             .build();
+        let mut capabilities = capabilities;
+        self.gateway.interceptors.advertise(&mut capabilities);
         let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("undolog", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(
@@ -183,6 +185,17 @@ impl ServerHandler for McpFront {
             .await
             .map_err(|e| e.to_jsonrpc())?;
         Ok(results::to_mcp(&outcome).into())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        self.gateway
+            .interceptors
+            .handle_custom_request(request)
+            .await
     }
 
     async fn list_prompts(

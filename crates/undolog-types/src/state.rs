@@ -65,6 +65,8 @@ string_enum!(
         Compensated => "compensated",
         /// Its compensation failed; a person has to look.
         CompensationFailed => "compensation_failed",
+        /// Refused before it was sent (an interceptor blocked it); the tool never runs.
+        Rejected => "rejected",
     }
 );
 

@@ -122,6 +122,50 @@ pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Er
     Ok(Decision::Answer(answer, writes))
 }
 
+/// Records a call refused before it was sent as a `rejected` effect (the next seq of its session,
+/// a new session if needed). `None` when the session no longer takes calls.
+pub fn reject(
+    call: &Call,
+    session: Option<Session>,
+    reason: String,
+    details: Option<serde_json::Value>,
+    now: Timestamp,
+) -> Option<(EffectId, Vec<Write>)> {
+    let mut session = match session {
+        Some(s) if s.state != SessionState::Active => return None,
+        Some(s) => s,
+        None => new_session(call, now),
+    };
+    let effect = Effect {
+        id: EffectId::generate(),
+        org: call.org.clone(),
+        session: call.session.clone(),
+        seq: session.next_seq,
+        tool: call.tool.clone(),
+        args: call.args.clone(),
+        step: call.step,
+        signature: call.signature(),
+        idempotency_key: call.idempotency_key.clone(),
+        tier: call.policy.tier,
+        compensation: call.policy.compensation.clone(),
+        state: EffectState::Rejected,
+        result: details,
+        error: Some(reason),
+        approval: None,
+        lease: None,
+        created_at: now,
+        updated_at: now,
+        completed_at: Some(now),
+    };
+    session.next_seq += 1;
+    session.updated_at = now;
+    let id = effect.id;
+    Some((
+        id,
+        vec![Write::PutSession(session), Write::InsertEffect(effect)],
+    ))
+}
+
 /// The decision when an earlier effect matches, or `None` when a new effect should be recorded.
 fn decide_on_existing(
     call: &Call,
@@ -175,7 +219,8 @@ fn decide_on_existing(
                 writes,
             )
         }
-        EffectState::Expired => Ok(None),
+        // Refused before it was sent (or expired unanswered): decide this call afresh.
+        EffectState::Expired | EffectState::Rejected => Ok(None),
         EffectState::Pending => {
             let lease_live = existing
                 .lease

@@ -36,11 +36,20 @@ pub fn commit(mut effect: Effect, result: Value, now: Timestamp) -> Result<Vec<W
     Ok(writes)
 }
 
-/// Records that the tool reported failure.
-pub fn fail(mut effect: Effect, error: String, now: Timestamp) -> Result<Vec<Write>, Error> {
+/// Records that the tool reported failure; `details` (what the tool answered, notes on the call)
+/// is kept as the effect's result when given.
+pub fn fail(
+    mut effect: Effect,
+    error: String,
+    details: Option<Value>,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
     ensure_pending(&effect)?;
     effect.state = effect.state.transition(EffectState::Failed)?;
     effect.error = Some(error);
+    if details.is_some() {
+        effect.result = details;
+    }
     effect.lease = None;
     effect.updated_at = now;
     effect.completed_at = Some(now);
@@ -63,7 +72,7 @@ pub fn resolve_in_doubt(
     }
     match resolution {
         Resolution::Committed(result) => commit(effect, result, now),
-        Resolution::Failed(reason) => fail(effect, reason, now),
+        Resolution::Failed(reason) => fail(effect, reason, None, now),
     }
 }
 

@@ -6,7 +6,7 @@ mod intercept;
 mod lifecycle;
 mod undo;
 
-pub use intercept::{Decision, InterceptView, decide_intercept};
+pub use intercept::{Decision, InterceptView, decide_intercept, reject};
 pub use lifecycle::{Resolution, approve, commit, deny, expire, fail, resolve_in_doubt};
 pub use undo::{UndoPlan, plan_undo};
 

@@ -5,6 +5,7 @@ mod bad_input;
 mod concurrency;
 mod in_doubt;
 mod properties;
+mod rejected;
 mod replay;
 mod snapshots;
 mod undo;

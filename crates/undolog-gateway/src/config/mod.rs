@@ -2,6 +2,7 @@
 //! flags — parsed raw by figment, then validated once into [`GatewayConfig`]. Every error names the
 //! key and says how to fix it.
 
+mod interceptors;
 mod raw;
 mod validate;
 
@@ -41,6 +42,52 @@ pub struct GatewayConfig {
     pub upstreams: Vec<UpstreamConfig>,
     /// Per exposed tool name.
     pub tools: BTreeMap<String, ToolSettings>,
+    /// The interceptor chain, in configuration order (the chain orders by type and priority).
+    pub interceptors: Vec<InterceptorConfig>,
+}
+
+/// One `[[interceptors]]` entry, checked for shape; its `config` is checked against the
+/// interceptors' `configSchema`s when the gateway starts (remote schemas are known only then).
+#[derive(Debug, Clone)]
+pub struct InterceptorConfig {
+    /// `interceptors[i]`, for messages.
+    pub key: String,
+    pub source: InterceptorSource,
+    /// Only these interceptors of the source; all of them when `None`.
+    pub names: Option<Vec<String>>,
+    pub config: Option<serde_json::Value>,
+    /// Replaces the events of every hook (phases stay as declared).
+    pub events: Option<Vec<String>>,
+    pub mode: Option<undolog_interceptors::Mode>,
+    pub fail_open: Option<bool>,
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub enum InterceptorSource {
+    Builtin(BuiltinInterceptor),
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, Secret)>,
+    },
+}
+
+/// The interceptors that ship with the gateway, run in process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuiltinInterceptor {
+    /// Replaces credentials in `tools/call` arguments with `[redacted:<format>]`.
+    Redactor,
+    /// Refuses a credential read from one upstream being sent to another.
+    Guard,
+    /// Checks `tools/call` arguments against the tool's `inputSchema`.
+    Arguments,
+    /// Refuses or flags `tools/call` by the tool's UndoLog tier and approval.
+    Policy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,6 +25,36 @@ pub(crate) struct RawConfig {
     pub(crate) upstreams: Vec<RawUpstream>,
     #[serde(default)]
     pub(crate) tools: BTreeMap<String, RawTool>,
+    #[serde(default)]
+    pub(crate) interceptors: Vec<RawInterceptor>,
+}
+
+/// One `[[interceptors]]` entry: an interceptor server (stdio or Streamable HTTP) or a built-in.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawInterceptor {
+    /// `redactor`, `guard` or `arguments`: run in process.
+    pub(crate) builtin: Option<String>,
+    pub(crate) command: Option<String>,
+    #[serde(default)]
+    pub(crate) args: Vec<String>,
+    #[serde(default)]
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) url: Option<String>,
+    #[serde(default)]
+    pub(crate) headers: BTreeMap<String, String>,
+    /// Only these interceptors of the server (all it lists when absent).
+    pub(crate) names: Option<Vec<String>>,
+    /// Passed on every invocation; checked against each interceptor's `configSchema` at start-up.
+    pub(crate) config: Option<Value>,
+    /// The events each hook intercepts (names, `*` or globs), overriding what it declares.
+    pub(crate) events: Option<Vec<String>>,
+    /// `active` or `audit`, overriding what the interceptor declares.
+    pub(crate) mode: Option<String>,
+    /// Skip the interceptor when it crashes or times out instead of blocking the call.
+    pub(crate) fail_open: Option<bool>,
+    /// How long one invocation may take (the interceptor's own `timeoutMs`, else 10 s).
+    pub(crate) timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -101,7 +101,15 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         tools.insert(name, settings);
     }
 
+    let interceptors = raw
+        .interceptors
+        .into_iter()
+        .enumerate()
+        .map(|(i, raw)| super::interceptors::interceptor(i, raw))
+        .collect::<Result<Vec<_>, _>>()?;
+
     Ok(GatewayConfig {
+        interceptors,
         listen,
         store,
         default_tier,
@@ -157,6 +165,22 @@ fn approvals(raw: &super::raw::RawApprovals) -> Result<ApprovalSettings, Error> 
     })
 }
 
+/// The headers of an HTTP upstream or interceptor server, names checked.
+pub(super) fn headers(
+    key: &dyn Fn(&str) -> String,
+    raw: BTreeMap<String, String>,
+) -> Result<Vec<(String, Secret)>, Error> {
+    for header in raw.keys() {
+        if http::HeaderName::try_from(header.as_str()).is_err() {
+            return Err(Error::key(
+                key(&format!("headers.{header}")),
+                "is not a valid HTTP header name",
+            ));
+        }
+    }
+    Ok(raw.into_iter().map(|(k, v)| (k, Secret(v))).collect())
+}
+
 fn upstream(i: usize, raw: RawUpstream) -> Result<UpstreamConfig, Error> {
     let key = |field: &str| format!("upstreams[{i}].{field}");
     let name = raw.name.clone().ok_or_else(|| {
@@ -198,21 +222,9 @@ fn upstream(i: usize, raw: RawUpstream) -> Result<UpstreamConfig, Error> {
                     format!("{url:?} is not an http(s) URL; write http://HOST:PORT/mcp"),
                 ));
             }
-            for header in raw.headers.keys() {
-                if http::HeaderName::try_from(header.as_str()).is_err() {
-                    return Err(Error::key(
-                        key(&format!("headers.{header}")),
-                        "is not a valid HTTP header name",
-                    ));
-                }
-            }
             UpstreamTransport::Http {
                 url: url.clone(),
-                headers: raw
-                    .headers
-                    .into_iter()
-                    .map(|(k, v)| (k, Secret(v)))
-                    .collect(),
+                headers: headers(&key, raw.headers)?,
             }
         }
         _ => {

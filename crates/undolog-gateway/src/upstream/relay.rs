@@ -13,10 +13,14 @@
 use std::{
     collections::BTreeMap,
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, OnceLock,
         atomic::{AtomicU64, Ordering},
     },
 };
+
+use undolog_interceptors::Phase;
+
+use crate::interceptors::Interceptors;
 
 use rmcp::{
     ClientHandler, ErrorData, Peer, RoleClient, RoleServer,
@@ -34,6 +38,8 @@ use rmcp::{
 pub(crate) struct Relay {
     next: AtomicU64,
     in_flight: Mutex<BTreeMap<u64, InFlight>>,
+    /// The gateway's interceptor chain, set once it has started.
+    interceptors: OnceLock<Arc<Interceptors>>,
 }
 
 #[derive(Debug)]
@@ -97,6 +103,24 @@ impl Relay {
         }
     }
 
+    /// Run what this upstream sends to clients, and their answers, through `interceptors`.
+    pub(crate) fn use_interceptors(&self, interceptors: Arc<Interceptors>) {
+        let _ = self.interceptors.set(interceptors);
+    }
+
+    /// One relayed message through the chain (unchanged when there is none).
+    async fn intercepted<T: serde::Serialize + serde::de::DeserializeOwned>(
+        &self,
+        event: &str,
+        phase: Phase,
+        value: T,
+    ) -> Result<T, ErrorData> {
+        match self.interceptors.get() {
+            Some(chain) => chain.relayed(event, phase, value).await,
+            None => Ok(value),
+        }
+    }
+
     fn newest_client(&self) -> Option<Peer<RoleServer>> {
         let in_flight = self.in_flight.lock().expect("relay lock");
         in_flight.values().next_back().map(|f| f.client.clone())
@@ -150,11 +174,17 @@ impl ClientHandler for UpstreamClient {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
+        const EVENT: &str = "sampling/createMessage";
         let client = self
             .relay
             .newest_client()
             .ok_or_else(|| no_client("a sampling request"))?;
-        client.create_message(params).await.map_err(relayed)
+        let params = self
+            .relay
+            .intercepted(EVENT, Phase::Request, params)
+            .await?;
+        let result = client.create_message(params).await.map_err(relayed)?;
+        self.relay.intercepted(EVENT, Phase::Response, result).await
     }
 
     async fn create_elicitation(
@@ -162,21 +192,30 @@ impl ClientHandler for UpstreamClient {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
+        const EVENT: &str = "elicitation/create";
         let client = self
             .relay
             .newest_client()
             .ok_or_else(|| no_client("an elicitation request"))?;
-        client.create_elicitation(request).await.map_err(relayed)
+        let request = self
+            .relay
+            .intercepted(EVENT, Phase::Request, request)
+            .await?;
+        let result = client.create_elicitation(request).await.map_err(relayed)?;
+        self.relay.intercepted(EVENT, Phase::Response, result).await
     }
 
     async fn list_roots(
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        match self.relay.newest_client() {
-            Some(client) => client.list_roots().await.map_err(relayed),
-            None => Ok(ListRootsResult::default()),
-        }
+        let roots = match self.relay.newest_client() {
+            Some(client) => client.list_roots().await.map_err(relayed)?,
+            None => ListRootsResult::default(),
+        };
+        self.relay
+            .intercepted("roots/list", Phase::Response, roots)
+            .await
     }
 
     async fn on_progress(

@@ -9,6 +9,7 @@ mod events;
 mod faults;
 mod forwarding;
 mod harness;
+mod interceptors;
 mod postgres;
 mod rest_and_sdk;
 mod semantics;

@@ -1,0 +1,276 @@
+//! The chain on `tools/call`. The client's request is received by the gateway (validate, then
+//! mutate); what the upstream receives, what is signed and what is recorded are the arguments
+//! after mutation. The upstream's result goes through the response phase before the client sees
+//! it; the log keeps what the upstream answered, with every chain verdict beside it under
+//! `_meta["io.undolog/interceptors"]`.
+
+use rmcp::{
+    ErrorData,
+    model::{ErrorCode, RequestMetaObject},
+};
+use serde_json::{Map, Value, json};
+use undolog_interceptors::{
+    ChainExecutionResult, ChainRequest, Direction, InvocationContext, Phase, wire::Principal,
+};
+use undolog_types::{Args, OrgId, SessionId};
+
+use super::Interceptors;
+
+/// Where the chain verdicts of a call are kept in its recorded result.
+pub(crate) const META_INTERCEPTORS: &str = "io.undolog/interceptors";
+
+const EVENT: &str = "tools/call";
+
+/// What the request phase decided.
+#[derive(Debug)]
+pub(crate) enum RequestVerdict {
+    /// Go on with these arguments (mutated or not); `record` is the chain's result when it ran.
+    Pass {
+        args: Args,
+        record: Option<ChainExecutionResult>,
+    },
+    /// Refused: answer `error`; `record` goes into the rejected effect.
+    Blocked { error: ErrorData, record: Value },
+}
+
+/// What the response phase decided.
+#[derive(Debug)]
+pub(crate) enum ResponseVerdict {
+    /// Answer with this result; `record` is the chain's result when it ran.
+    Pass {
+        result: Value,
+        record: Option<ChainExecutionResult>,
+    },
+    /// Withhold the result and answer `error`.
+    Blocked {
+        error: ErrorData,
+        record: ChainExecutionResult,
+    },
+}
+
+/// Who and where, for every interceptor of one call: the org, the UndoLog session, and the trace
+/// and span ids of a W3C `traceparent` in the request's `_meta`, when the client sent one.
+pub(crate) fn context(
+    org: &OrgId,
+    session: &SessionId,
+    meta: Option<&RequestMetaObject>,
+) -> InvocationContext {
+    let traceparent = meta
+        .and_then(|m| m.get("traceparent"))
+        .and_then(Value::as_str);
+    // version-traceid-spanid-flags, as in `00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`.
+    let (trace_id, span_id) = match traceparent.map(|t| t.split('-').collect::<Vec<_>>()) {
+        Some(parts) if parts.len() == 4 && parts[1].len() == 32 && parts[2].len() == 16 => {
+            (Some(parts[1].to_owned()), Some(parts[2].to_owned()))
+        }
+        _ => (None, None),
+    };
+    InvocationContext {
+        principal: Some(Principal {
+            kind: "org".into(),
+            id: org.to_string(),
+            claims: None,
+        }),
+        session_id: Some(session.to_string()),
+        trace_id,
+        span_id,
+        timestamp: None,
+    }
+}
+
+impl Interceptors {
+    /// The request phase of a `tools/call` (received from the client: validate, then mutate).
+    pub(crate) async fn tool_request(
+        &self,
+        tool: &str,
+        args: &Args,
+        context: &InvocationContext,
+    ) -> RequestVerdict {
+        let payload = json!({"name": tool, "arguments": args.as_map()});
+        let request = ChainRequest::new(EVENT, Phase::Request, payload)
+            .with_direction(Direction::Receiving)
+            .with_context(context.clone());
+        let Some(record) = self.run(request).await else {
+            return RequestVerdict::Pass {
+                args: args.clone(),
+                record: None,
+            };
+        };
+        if let Some(error) = record.to_error() {
+            return RequestVerdict::Blocked {
+                error,
+                record: serde_json::to_value(&record).unwrap_or(Value::Null),
+            };
+        }
+        let payload = record.final_payload.clone().unwrap_or(Value::Null);
+        let refuse = |why: &str| RequestVerdict::Blocked {
+            error: ErrorData::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!("{EVENT} blocked by interceptors: {why}; fix the mutator"),
+                Some(serde_json::to_value(&record).unwrap_or(Value::Null)),
+            ),
+            record: serde_json::to_value(&record).unwrap_or(Value::Null),
+        };
+        if payload.get("name").and_then(Value::as_str) != Some(tool) {
+            return refuse("a mutator renamed the tool; mutators may change the arguments only");
+        }
+        let arguments = payload
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        match Args::try_from(arguments) {
+            Ok(args) => RequestVerdict::Pass {
+                args,
+                record: Some(record),
+            },
+            Err(e) => refuse(&format!("the mutated arguments are not usable: {e}")),
+        }
+    }
+
+    /// The response phase of a `tools/call` (the result comes back to the gateway as a client:
+    /// validate, then mutate).
+    pub(crate) async fn tool_response(
+        &self,
+        result: &Value,
+        context: &InvocationContext,
+    ) -> ResponseVerdict {
+        let request = ChainRequest::new(EVENT, Phase::Response, without_record(result))
+            .with_context(context.clone());
+        let Some(record) = self.run(request).await else {
+            return ResponseVerdict::Pass {
+                result: result.clone(),
+                record: None,
+            };
+        };
+        match (record.to_error(), record.final_payload.clone()) {
+            (None, Some(result)) => ResponseVerdict::Pass {
+                result,
+                record: Some(record),
+            },
+            (Some(error), _) => ResponseVerdict::Blocked { error, record },
+            (None, None) => ResponseVerdict::Blocked {
+                error: ErrorData::internal_error("the interceptor chain lost the result", None),
+                record,
+            },
+        }
+    }
+}
+
+/// The result as the log keeps it: the upstream's, plus every chain verdict under
+/// `_meta["io.undolog/interceptors"]` (`{request?, response?}`) when a chain ran. A verdict's
+/// `finalPayload` is left out: it is the call's arguments or this result, recorded already.
+pub(crate) fn recorded(
+    result: Value,
+    request: Option<&ChainExecutionResult>,
+    response: Option<&ChainExecutionResult>,
+) -> Value {
+    let verdict = |r: &ChainExecutionResult| {
+        let mut v = json!(r);
+        if let Some(map) = v.as_object_mut() {
+            map.remove("finalPayload");
+        }
+        v
+    };
+    let mut verdicts = Map::new();
+    if let Some(r) = request {
+        verdicts.insert("request".into(), verdict(r));
+    }
+    if let Some(r) = response {
+        verdicts.insert("response".into(), verdict(r));
+    }
+    if verdicts.is_empty() {
+        return result;
+    }
+    let Value::Object(mut map) = result else {
+        return result;
+    };
+    let meta = map
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(meta) = meta {
+        meta.insert(META_INTERCEPTORS.into(), Value::Object(verdicts));
+    }
+    Value::Object(map)
+}
+
+/// A recorded result without the verdicts the gateway added (what the upstream answered).
+fn without_record(result: &Value) -> Value {
+    let mut result = result.clone();
+    if let Some(map) = result.as_object_mut() {
+        let emptied = match map.get_mut("_meta").and_then(Value::as_object_mut) {
+            Some(meta) => {
+                meta.remove(META_INTERCEPTORS);
+                meta.is_empty()
+            }
+            None => false,
+        };
+        if emptied {
+            map.remove("_meta");
+        }
+    }
+    result
+}
+
+/// The rejected effect's details: `{"_meta": {"io.undolog/interceptors": {"request": …}}}`.
+pub(crate) fn rejection_details(record: Value) -> Value {
+    json!({"_meta": {META_INTERCEPTORS: {"request": record}}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_context_carries_org_session_and_a_valid_traceparent_only() {
+        let org = OrgId::new("acme").unwrap();
+        let session = SessionId::new("s1").unwrap();
+        let cases = [
+            (
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                Some("4bf92f3577b34da6a3ce929d0e0e4736"),
+                Some("00f067aa0ba902b7"),
+            ),
+            ("garbage", None, None),
+            ("00-short-00f067aa0ba902b7-01", None, None),
+        ];
+        for (traceparent, trace, span) in cases {
+            let meta: RequestMetaObject =
+                serde_json::from_value(json!({"traceparent": traceparent})).unwrap();
+            let c = context(&org, &session, Some(&meta));
+            assert_eq!(c.trace_id.as_deref(), trace, "{traceparent}");
+            assert_eq!(c.span_id.as_deref(), span, "{traceparent}");
+            assert_eq!(c.session_id.as_deref(), Some("s1"));
+            assert_eq!(c.principal.unwrap().id, "acme");
+        }
+        assert_eq!(context(&org, &session, None).trace_id, None);
+    }
+
+    #[test]
+    fn verdicts_are_added_to_the_recorded_result_and_removed_for_the_response_phase() {
+        let upstream = json!({"content": [], "isError": false});
+        assert_eq!(recorded(upstream.clone(), None, None), upstream);
+        let chain = ChainExecutionResult {
+            status: undolog_interceptors::ChainStatus::Success,
+            event: EVENT.into(),
+            phase: Phase::Request,
+            direction: Direction::Receiving,
+            results: vec![],
+            final_payload: Some(json!({"name": "t", "arguments": {}})),
+            validation_summary: Default::default(),
+            aborted_at: None,
+            total_duration_ms: 0,
+        };
+        let kept = recorded(upstream.clone(), Some(&chain), None);
+        assert_eq!(
+            kept["_meta"][META_INTERCEPTORS]["request"]["status"],
+            "success"
+        );
+        assert!(kept["_meta"][META_INTERCEPTORS].get("response").is_none());
+        assert!(
+            kept["_meta"][META_INTERCEPTORS]["request"]
+                .get("finalPayload")
+                .is_none()
+        );
+        assert_eq!(without_record(&kept), upstream);
+    }
+}
