@@ -4,8 +4,7 @@
 // for a key; an effect appears live after a tool call; a replay is counted; a held call is approved
 // by a click and another denied from the keyboard with a reason; an in-doubt effect is marked;
 // a session is undone through the confirmation dialog with live progress; the other org sees
-// nothing of it. Saves screenshots (docs/screenshots/ with UNDOLOG_UPDATE_SCREENSHOTS=1, else
-// target/screenshots/). Exits non-zero on any failed check or
+// nothing of it. Saves screenshots under docs/screenshots/. Exits non-zero on any failed check or
 // any console error.
 //
 //   node dashboard.test.mjs            (UNDOLOG_BIN and CHROMIUM override the paths)
@@ -23,11 +22,8 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, "../../../..");
 const bin = process.env.UNDOLOG_BIN || path.join(repo, "target/debug/undolog");
 const browserPath = process.env.CHROMIUM || "/usr/bin/chromium";
-// The README's screenshots are rewritten only when asked (UNDOLOG_UPDATE_SCREENSHOTS=1), so a
-// test run leaves the tree as it found it; otherwise they go under target/.
-const shots = process.env.UNDOLOG_UPDATE_SCREENSHOTS === "1"
-  ? path.join(repo, "docs/screenshots")
-  : path.join(repo, "target/screenshots");
+// The README shows these; every run rewrites them from what it saw.
+const shots = path.join(repo, "docs/screenshots");
 fs.mkdirSync(shots, { recursive: true });
 const WAIT = 15_000;
 
