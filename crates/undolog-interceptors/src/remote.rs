@@ -141,33 +141,7 @@ impl Interceptor for RemoteInterceptor {
     }
 
     async fn invoke(&self, invocation: Invocation) -> Result<Outcome, Error> {
-        let params = InvokeParams {
-            name: self.descriptor.name.clone(),
-            event: invocation.event,
-            phase: invocation.phase,
-            payload: invocation.payload,
-            config: invocation.config,
-            context: invocation.context,
-            timeout_ms: None,
-        };
-        let result = self.client.invoke(&params).await?;
-        let (name, phase) = match &result {
-            InvokeResult::Validation {
-                interceptor, phase, ..
-            }
-            | InvokeResult::Mutation {
-                interceptor, phase, ..
-            } => (interceptor, *phase),
-        };
-        if name != &params.name || phase != params.phase {
-            return Err(Error::MalformedResult {
-                method: METHOD_INVOKE,
-                reason: format!(
-                    "asked {} in {:?}, answered {name} in {phase:?}",
-                    params.name, params.phase
-                ),
-            });
-        }
-        Ok(result.into_outcome())
+        let params = InvokeParams::for_invocation(&self.descriptor.name, invocation);
+        self.client.invoke(&params).await?.answering(&params)
     }
 }

@@ -238,6 +238,44 @@ impl InvokeResult {
             InvokeResult::Mutation { mutation, .. } => Outcome::Mutation(mutation),
         }
     }
+
+    /// The outcome of a remote invocation, once the answer is checked to be for the interceptor
+    /// and phase that were asked.
+    pub fn answering(self, asked: &InvokeParams) -> Result<Outcome, crate::Error> {
+        let (name, phase) = match &self {
+            InvokeResult::Validation {
+                interceptor, phase, ..
+            }
+            | InvokeResult::Mutation {
+                interceptor, phase, ..
+            } => (interceptor, *phase),
+        };
+        if name != &asked.name || phase != asked.phase {
+            return Err(crate::Error::MalformedResult {
+                method: METHOD_INVOKE,
+                reason: format!(
+                    "asked {} in {:?}, answered {name} in {phase:?}",
+                    asked.name, asked.phase
+                ),
+            });
+        }
+        Ok(self.into_outcome())
+    }
+}
+
+impl InvokeParams {
+    /// The wire request for one invocation of the interceptor `name`.
+    pub fn for_invocation(name: &str, invocation: crate::Invocation) -> InvokeParams {
+        InvokeParams {
+            name: name.to_owned(),
+            event: invocation.event,
+            phase: invocation.phase,
+            payload: invocation.payload,
+            config: invocation.config,
+            context: invocation.context,
+            timeout_ms: None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use rmcp::{
 };
 use tokio::sync::Mutex;
 use undolog_interceptors::{
-    Descriptor, Error, Interceptor, InterceptorClient, Invocation, InvokeParams, InvokeResult,
-    ListParams, Outcome,
+    Descriptor, Error, Interceptor, InterceptorClient, Invocation, InvokeParams, ListParams,
+    Outcome,
 };
 
 use crate::config::InterceptorSource;
@@ -126,41 +126,15 @@ impl Interceptor for RemoteMember {
     }
 
     async fn invoke(&self, invocation: Invocation) -> Result<Outcome, Error> {
-        let params = InvokeParams {
-            name: self.descriptor.name.clone(),
-            event: invocation.event,
-            phase: invocation.phase,
-            payload: invocation.payload,
-            config: invocation.config,
-            context: invocation.context,
-            timeout_ms: None,
-        };
-        let result = match self.server.client().await?.invoke(&params).await {
-            Ok(result) => result,
+        let params = InvokeParams::for_invocation(&self.descriptor.name, invocation);
+        match self.server.client().await?.invoke(&params).await {
+            Ok(result) => result.answering(&params),
             Err(e @ Error::Transport(_)) => {
                 // The server went away mid-call: start afresh on the next invocation.
                 self.server.running.lock().await.take();
-                return Err(e);
+                Err(e)
             }
-            Err(e) => return Err(e),
-        };
-        let (name, phase) = match &result {
-            InvokeResult::Validation {
-                interceptor, phase, ..
-            }
-            | InvokeResult::Mutation {
-                interceptor, phase, ..
-            } => (interceptor, *phase),
-        };
-        if name != &params.name || phase != params.phase {
-            return Err(Error::MalformedResult {
-                method: undolog_interceptors::wire::METHOD_INVOKE,
-                reason: format!(
-                    "asked {} in {:?}, answered {name} in {phase:?}",
-                    params.name, params.phase
-                ),
-            });
+            Err(e) => Err(e),
         }
-        Ok(result.into_outcome())
     }
 }
