@@ -35,6 +35,23 @@ pub(crate) struct ToolCall {
     pub(crate) meta: Option<RequestMetaObject>,
 }
 
+impl ToolCall {
+    /// The call as the engine sees it, classified by `policy`.
+    fn to_engine(&self, policy: undolog_engine::ToolPolicy) -> Call {
+        let call = Call::new(
+            self.org.clone(),
+            self.session.clone(),
+            self.tool.clone(),
+            self.args.clone(),
+            policy,
+        );
+        match &self.idempotency_key {
+            Some(key) => call.with_idempotency_key(key.clone()),
+            None => call,
+        }
+    }
+}
+
 /// Who asked, for relaying progress and server-to-client requests, and for cancellation.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Caller {
@@ -105,16 +122,7 @@ impl Gateway {
                 record
             }
             RequestVerdict::Blocked { error, record } => {
-                let mut rejected = Call::new(
-                    call.org.clone(),
-                    call.session.clone(),
-                    call.tool.clone(),
-                    call.args.clone(),
-                    policy,
-                );
-                if let Some(key) = &call.idempotency_key {
-                    rejected = rejected.with_idempotency_key(key.clone());
-                }
+                let rejected = call.to_engine(policy);
                 let details = interceptors::rejection_details(record);
                 let effect_id = self
                     .engine
@@ -123,16 +131,7 @@ impl Gateway {
                 return Err(Error::Intercepted { effect_id, error });
             }
         };
-        let mut engine_call = Call::new(
-            call.org.clone(),
-            call.session.clone(),
-            call.tool.clone(),
-            call.args.clone(),
-            policy,
-        );
-        if let Some(key) = &call.idempotency_key {
-            engine_call = engine_call.with_idempotency_key(key.clone());
-        }
+        let engine_call = call.to_engine(policy);
         let mut waited_for_approval = false;
         loop {
             let decision = match self.engine.intercept(engine_call.clone()).await {
