@@ -23,8 +23,27 @@ use fixture::{
     DecisionExpectation, Fixture, FixtureInterceptor, InvokeExpectation, Manifest, Step,
 };
 
+/// The shared fixtures: `UNDOLOG_CONFORMANCE_DIR` when set, else `shared/conformance/` beside
+/// the repository (the workplace keeps it at /work/shared, a checkout's sibling). Never skipped:
+/// without the fixtures the test fails and says where it looked.
 fn suite_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/interceptors")
+    let beside_repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance");
+    let candidates: Vec<PathBuf> = std::env::var_os("UNDOLOG_CONFORMANCE_DIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([beside_repo, PathBuf::from("/work/shared/conformance")])
+        .map(|dir| dir.join("interceptors"))
+        .collect();
+    candidates
+        .iter()
+        .find(|dir| dir.join("manifest.json").is_file())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "no interceptor conformance fixtures in {candidates:?}; set UNDOLOG_CONFORMANCE_DIR \
+                 to the folder that holds interceptors/manifest.json"
+            )
+        })
 }
 
 /// How the adapter reaches the fixture's interceptors.
