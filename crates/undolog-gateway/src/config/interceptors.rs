@@ -6,8 +6,9 @@ use std::time::Duration;
 use undolog_interceptors::Mode;
 
 use super::{
-    BuiltinInterceptor, Error, InterceptorConfig, InterceptorSource, raw::RawInterceptor,
-    validate::headers,
+    BuiltinInterceptor, Error, InterceptorConfig, InterceptorSource,
+    raw::RawInterceptor,
+    validate::{headers, http_url, stdio_command},
 };
 
 pub(super) fn interceptor(i: usize, raw: RawInterceptor) -> Result<InterceptorConfig, Error> {
@@ -29,31 +30,15 @@ pub(super) fn interceptor(i: usize, raw: RawInterceptor) -> Result<InterceptorCo
                 ));
             }
         }),
-        (None, Some(command), None) => {
-            if command.is_empty() {
-                return Err(Error::key(
-                    key("command"),
-                    "is empty; give the interceptor server to run",
-                ));
-            }
-            InterceptorSource::Stdio {
-                command: command.clone(),
-                args: raw.args,
-                env: raw.env,
-            }
-        }
-        (None, None, Some(url)) => {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(Error::key(
-                    key("url"),
-                    format!("{url:?} is not an http(s) URL; write http://HOST:PORT/mcp"),
-                ));
-            }
-            InterceptorSource::Http {
-                url: url.clone(),
-                headers: headers(&key, raw.headers)?,
-            }
-        }
+        (None, Some(command), None) => InterceptorSource::Stdio {
+            command: stdio_command(&key, command, "the interceptor server")?,
+            args: raw.args,
+            env: raw.env,
+        },
+        (None, None, Some(url)) => InterceptorSource::Http {
+            url: http_url(&key, url)?,
+            headers: headers(&key, raw.headers)?,
+        },
         _ => {
             return Err(Error::key(
                 entry,

@@ -165,6 +165,32 @@ fn approvals(raw: &super::raw::RawApprovals) -> Result<ApprovalSettings, Error> 
     })
 }
 
+/// A stdio server's command: anything but empty. `what` names it in the fix.
+pub(super) fn stdio_command(
+    key: &dyn Fn(&str) -> String,
+    command: &str,
+    what: &str,
+) -> Result<String, Error> {
+    if command.is_empty() {
+        return Err(Error::key(
+            key("command"),
+            format!("is empty; give {what} to run"),
+        ));
+    }
+    Ok(command.to_owned())
+}
+
+/// A Streamable HTTP server's URL: http or https.
+pub(super) fn http_url(key: &dyn Fn(&str) -> String, url: &str) -> Result<String, Error> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(Error::key(
+            key("url"),
+            format!("{url:?} is not an http(s) URL; write http://HOST:PORT/mcp"),
+        ));
+    }
+    Ok(url.to_owned())
+}
+
 /// The headers of an HTTP upstream or interceptor server, names checked.
 pub(super) fn headers(
     key: &dyn Fn(&str) -> String,
@@ -202,31 +228,15 @@ fn upstream(i: usize, raw: RawUpstream) -> Result<UpstreamConfig, Error> {
                 ));
             }
         },
-        (None, Some(command), None) => {
-            if command.is_empty() {
-                return Err(Error::key(
-                    key("command"),
-                    "is empty; give the program to run",
-                ));
-            }
-            UpstreamTransport::Stdio {
-                command: command.clone(),
-                args: raw.args,
-                env: raw.env,
-            }
-        }
-        (None, None, Some(url)) => {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(Error::key(
-                    key("url"),
-                    format!("{url:?} is not an http(s) URL; write http://HOST:PORT/mcp"),
-                ));
-            }
-            UpstreamTransport::Http {
-                url: url.clone(),
-                headers: headers(&key, raw.headers)?,
-            }
-        }
+        (None, Some(command), None) => UpstreamTransport::Stdio {
+            command: stdio_command(&key, command, "the program")?,
+            args: raw.args,
+            env: raw.env,
+        },
+        (None, None, Some(url)) => UpstreamTransport::Http {
+            url: http_url(&key, url)?,
+            headers: headers(&key, raw.headers)?,
+        },
         _ => {
             return Err(Error::key(
                 format!("upstreams[{i}]"),
