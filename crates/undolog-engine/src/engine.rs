@@ -5,10 +5,10 @@ use std::{pin::pin, sync::Arc, time::Duration};
 
 use serde_json::Value;
 use tokio::{
-    sync::{Notify, broadcast},
+    sync::{Notify, broadcast, mpsc},
     time::Instant,
 };
-use undolog_store::{Effect, Lease, Notifications, Session, Store, Tx};
+use undolog_store::{Effect, Lease, Session, Store, Tx};
 use undolog_types::{EffectId, EffectState, LockKey, OrgId, SessionId, Timestamp};
 
 use crate::{
@@ -30,8 +30,8 @@ pub(crate) struct Inner {
     /// Woken after every committed change (here, or another process's), so waiters look again.
     pub(crate) changed: Notify,
     pub(crate) events: broadcast::Sender<Event>,
-    /// Hints to and from other processes on the same store.
-    hints: Option<Arc<dyn Notifications>>,
+    /// Each commit's events, for the task that sends them to other processes on the same store.
+    hints: Option<mpsc::UnboundedSender<Vec<Event>>>,
 }
 
 impl Engine {
@@ -45,27 +45,25 @@ impl Engine {
         clock: Arc<dyn Clock>,
     ) -> Engine {
         let (events, _) = broadcast::channel(1024);
-        let hints = store.notifications();
+        let notifications = store.notifications();
+        let runtime = tokio::runtime::Handle::try_current().is_ok();
+        if notifications.is_some() && !runtime {
+            tracing::warn!("no async runtime: other processes' changes are seen by polling only");
+        }
+        let notifications = notifications.filter(|_| runtime);
+        let me = config.executor_id.clone();
         let inner = Arc::new(Inner {
+            hints: notifications
+                .clone()
+                .map(|n| crate::hints::publisher(n, me.clone())),
             store,
             clock,
             config,
             changed: Notify::new(),
             events,
-            hints,
         });
-        if let Some(hints) = &inner.hints {
-            if tokio::runtime::Handle::try_current().is_ok() {
-                crate::hints::listen(
-                    Arc::downgrade(&inner),
-                    hints,
-                    inner.config.executor_id.clone(),
-                );
-            } else {
-                tracing::warn!(
-                    "no async runtime: other processes' changes are seen by polling only"
-                );
-            }
+        if let Some(notifications) = &notifications {
+            crate::hints::listen(Arc::downgrade(&inner), notifications, me);
         }
         Engine { inner }
     }
@@ -379,13 +377,8 @@ impl Engine {
 
     pub(crate) fn published(&self, events: Vec<Event>) {
         self.inner.changed.notify_waiters();
-        if let Some(hints) = self.inner.hints.clone() {
-            let hint = crate::hints::encode(&self.inner.config.executor_id, &events);
-            tokio::spawn(async move {
-                if let Err(e) = hints.publish(&hint).await {
-                    tracing::debug!(error = %e, "hint not sent; other processes will poll");
-                }
-            });
+        if let Some(hints) = &self.inner.hints {
+            let _ = hints.send(events.clone()); // the task ends only with the engine
         }
         for event in events {
             let _ = self.inner.events.send(event); // nobody listening is fine

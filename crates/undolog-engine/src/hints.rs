@@ -4,6 +4,10 @@
 //! LISTEN/NOTIFY); every other engine on the database wakes its waiters — a held call whose
 //! approval was given at another gateway, an identical call that finished there — and passes the
 //! events on to its own subscribers (SSE). Waiters also poll, so a lost hint only costs time.
+//!
+//! One task per engine sends the hints, in commit order. Changes committed while a send is under
+//! way leave together in the next one, so under load a few NOTIFY transactions carry every event
+//! instead of one transaction per change.
 
 use std::{
     sync::{Arc, Weak},
@@ -11,7 +15,7 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast::error::RecvError, mpsc};
 use undolog_store::{MAX_HINT_BYTES, Notifications};
 
 use crate::{Event, engine::Inner};
@@ -23,21 +27,62 @@ struct Hint {
     events: Vec<Event>,
 }
 
-/// The text to publish for `events`; past the size limit, a bare wake-up.
-pub(crate) fn encode(from: &str, events: &[Event]) -> String {
-    let hint = |events: &[Event]| {
-        serde_json::to_string(&Hint {
-            from: from.to_owned(),
-            events: events.to_vec(),
-        })
-        .unwrap_or_default()
-    };
-    let full = hint(events);
-    if full.len() <= MAX_HINT_BYTES {
-        full
-    } else {
-        hint(&[])
+/// Starts the task that publishes what [`Engine::published`](crate::Engine) hands it: each item
+/// is one commit's events. The task ends when the sender is dropped.
+pub(crate) fn publisher(
+    notifications: Arc<dyn Notifications>,
+    from: String,
+) -> mpsc::UnboundedSender<Vec<Event>> {
+    let (sender, mut commits) = mpsc::unbounded_channel::<Vec<Event>>();
+    tokio::spawn(async move {
+        while let Some(first) = commits.recv().await {
+            let mut events = first;
+            while let Ok(more) = commits.try_recv() {
+                events.extend(more);
+            }
+            if let Err(e) = notifications.publish(&encode(&from, &events)).await {
+                tracing::debug!(error = %e, "hints not sent; other processes will poll");
+            }
+        }
+    });
+    sender
+}
+
+/// The hints that carry `events` in order, each within [`MAX_HINT_BYTES`]; an event too large for
+/// any hint travels as a bare wake-up (listeners then read the log). No events: one wake-up.
+pub(crate) fn encode(from: &str, events: &[Event]) -> Vec<String> {
+    let from = serde_json::to_string(from).unwrap_or_default();
+    let head = format!(r#"{{"from":{from},"events":["#);
+    let tail = "]}";
+    let room = MAX_HINT_BYTES - head.len() - tail.len();
+    let mut hints = Vec::new();
+    let mut body = String::new();
+    let mut finish =
+        |body: &mut String| hints.push(format!("{head}{}{tail}", std::mem::take(body)));
+    for event in events {
+        let Ok(json) = serde_json::to_string(event) else {
+            continue;
+        };
+        if json.len() > room {
+            if !body.is_empty() {
+                finish(&mut body);
+            }
+            finish(&mut String::new());
+            continue;
+        }
+        let comma = usize::from(!body.is_empty());
+        if body.len() + comma + json.len() > room {
+            finish(&mut body);
+        }
+        if !body.is_empty() {
+            body.push(',');
+        }
+        body.push_str(&json);
     }
+    if !body.is_empty() || events.is_empty() {
+        finish(&mut body);
+    }
+    hints
 }
 
 /// Relays other processes' hints into this engine until the engine is dropped.
@@ -71,4 +116,62 @@ pub(crate) fn listen(inner: Weak<Inner>, notifications: &Arc<dyn Notifications>,
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use undolog_types::{EffectId, OrgId, SessionId};
+
+    use super::*;
+
+    fn failed(error: &str) -> Event {
+        Event::EffectFailed {
+            org: OrgId::new("acme").unwrap(),
+            session: SessionId::new("s-1").unwrap(),
+            effect_id: EffectId::generate(),
+            error: error.to_owned(),
+        }
+    }
+
+    fn decoded(hints: &[String]) -> Vec<Hint> {
+        hints
+            .iter()
+            .map(|h| {
+                assert!(h.len() <= MAX_HINT_BYTES, "a hint of {} bytes", h.len());
+                serde_json::from_str(h).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn many_events_travel_in_order_in_as_few_hints_as_fit() {
+        let events: Vec<Event> = (0..400).map(|n| failed(&format!("error {n}"))).collect();
+        let hints = decoded(&encode("gateway-a", &events));
+        assert!(hints.len() > 1 && hints.len() < 20, "{} hints", hints.len());
+        assert!(hints.iter().all(|h| h.from == "gateway-a"));
+        let carried: Vec<Event> = hints.into_iter().flat_map(|h| h.events).collect();
+        assert_eq!(
+            serde_json::to_value(&carried).unwrap(),
+            serde_json::to_value(&events).unwrap()
+        );
+    }
+
+    #[test]
+    fn an_event_too_large_for_any_hint_becomes_a_bare_wake_up_between_its_neighbours() {
+        let events = [
+            failed("before"),
+            failed(&"x".repeat(MAX_HINT_BYTES)),
+            failed("after"),
+        ];
+        let hints = decoded(&encode("gateway-a", &events));
+        let sizes: Vec<usize> = hints.iter().map(|h| h.events.len()).collect();
+        assert_eq!(sizes, [1, 0, 1]);
+    }
+
+    #[test]
+    fn a_change_without_events_still_wakes_the_others() {
+        let hints = decoded(&encode("gateway-a", &[]));
+        assert_eq!(hints.len(), 1);
+        assert!(hints[0].events.is_empty());
+    }
 }

@@ -15,7 +15,9 @@ use undolog_types::{
     SessionState, Tier, Timestamp,
 };
 
-use crate::{ApiKey, Approval, Compensation, Effect, Error, Lease, Session, Snapshot, Store};
+use crate::{
+    ApiKey, Approval, Compensation, Effect, Error, Lease, Result, Session, Snapshot, Store, Tx,
+};
 
 /// Generates one `#[tokio::test]` per conformance case, each on a fresh store from `$fresh`.
 #[macro_export]
@@ -27,6 +29,7 @@ macro_rules! store_conformance_tests {
             latest_effect_by_key_is_the_newest, session_effects_come_in_order,
             expired_leases_are_only_pending_effects_past_their_lease, approvals_round_trip_and_filter,
             undo_stack_keeps_completion_order, snapshots_round_trip, dropped_transaction_rolls_back,
+            a_refused_write_leaves_nothing_of_its_transaction,
             orgs_see_only_their_own_rows, same_lock_key_serializes_transactions,
             a_session_read_then_written_loses_no_update, api_keys_are_found_by_hash_only);
     };
@@ -173,26 +176,39 @@ pub async fn effects_round_trip(store: Arc<dyn Store>) {
     assert_eq!(tx.effect(e.id).await.unwrap(), Some(e));
 }
 
+/// The error of a write that must fail: from the write itself or, for a backend that sends
+/// writes later, from the commit that carries it.
+async fn write_error(tx: Box<dyn Tx>, written: Result<()>) -> Error {
+    match written {
+        Err(e) => e,
+        Ok(()) => tx
+            .commit()
+            .await
+            .expect_err("the write, or at the latest its commit, fails"),
+    }
+}
+
 pub async fn duplicate_effect_is_refused(store: Arc<dyn Store>) {
     let e = effect("acme", "s1", 0);
     seed(&*store, "acme", "s1", &[&e]).await;
     let mut tx = store.begin(&org("acme")).await.unwrap();
-    let err = tx.insert_effect(&e).await.unwrap_err();
+    let written = tx.insert_effect(&e).await;
+    let err = write_error(tx, written).await;
     assert!(matches!(err, Error::AlreadyExists(_)), "{err:?}");
 }
 
 pub async fn updating_a_missing_row_is_not_found(store: Arc<dyn Store>) {
     let e = effect("acme", "s1", 0);
     let mut tx = store.begin(&org("acme")).await.unwrap();
-    let err = tx.update_effect(&e).await.unwrap_err();
+    let written = tx.update_effect(&e).await;
+    let err = write_error(tx, written).await;
     assert!(
         matches!(err, Error::NotFound { what: "effect", .. }),
         "{err:?}"
     );
-    let err = tx
-        .update_approval(&approval("acme", &e, 1))
-        .await
-        .unwrap_err();
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let written = tx.update_approval(&approval("acme", &e, 1)).await;
+    let err = write_error(tx, written).await;
     assert!(
         matches!(
             err,
@@ -350,12 +366,32 @@ pub async fn snapshots_round_trip(store: Arc<dyn Store>) {
 }
 
 pub async fn dropped_transaction_rolls_back(store: Arc<dyn Store>) {
-    {
+    for read_before_drop in [false, true] {
+        {
+            let mut tx = store.begin(&org("acme")).await.unwrap();
+            tx.put_session(&session("acme", "s1")).await.unwrap();
+            tx.insert_effect(&effect("acme", "s1", 0)).await.unwrap();
+            if read_before_drop {
+                // a backend that holds writes back has sent them now
+                assert_eq!(tx.session_effects(&sid("s1")).await.unwrap().len(), 1);
+            }
+            // dropped here without commit
+        }
         let mut tx = store.begin(&org("acme")).await.unwrap();
-        tx.put_session(&session("acme", "s1")).await.unwrap();
-        tx.insert_effect(&effect("acme", "s1", 0)).await.unwrap();
-        // dropped here without commit
+        assert!(tx.sessions().await.unwrap().is_empty());
+        assert!(tx.session_effects(&sid("s1")).await.unwrap().is_empty());
     }
+}
+
+pub async fn a_refused_write_leaves_nothing_of_its_transaction(store: Arc<dyn Store>) {
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    tx.put_session(&session("acme", "s1")).await.unwrap();
+    tx.insert_effect(&effect("acme", "s1", 0)).await.unwrap();
+    let missing = effect("acme", "s1", 1);
+    let written = tx.update_effect(&missing).await;
+    let err = write_error(tx, written).await;
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+
     let mut tx = store.begin(&org("acme")).await.unwrap();
     assert!(tx.sessions().await.unwrap().is_empty());
     assert!(tx.session_effects(&sid("s1")).await.unwrap().is_empty());
@@ -388,7 +424,8 @@ pub async fn orgs_see_only_their_own_rows(store: Arc<dyn Store>) {
     assert_eq!(tx.approval(a.id).await.unwrap(), None);
     assert!(tx.approvals(None).await.unwrap().is_empty());
     assert!(tx.undo_stack(&sid("s1")).await.unwrap().is_empty());
-    let err = tx.update_effect(&e).await.unwrap_err();
+    let written = tx.update_effect(&e).await;
+    let err = write_error(tx, written).await;
     assert!(
         matches!(err, Error::NotFound { .. }),
         "another org's effect cannot be updated: {err:?}"

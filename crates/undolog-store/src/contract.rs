@@ -34,6 +34,11 @@ pub trait Store: Send + Sync + Debug {
 }
 
 /// One transaction over one org's rows. Dropped without [`Tx::commit`], it rolls back.
+///
+/// Writes may travel later than their call, with the transaction's next read or its commit (the
+/// PostgreSQL backend sends them so, to save round trips); a write's error — [`crate::Error::AlreadyExists`],
+/// [`crate::Error::NotFound`] — then comes from that read or commit, and the transaction is over:
+/// none of its writes is kept. Reads always see the transaction's own earlier writes.
 #[async_trait]
 pub trait Tx: Send {
     /// Serializes transactions that take the same key until they end. Transactions of one

@@ -14,9 +14,10 @@ pub const MAX_HINT_BYTES: usize = 7900;
 
 #[async_trait]
 pub trait Notifications: Send + Sync + Debug {
-    /// Sends a hint to every subscriber of the database, this process's included. Payloads over
-    /// [`MAX_HINT_BYTES`] are refused.
-    async fn publish(&self, payload: &str) -> Result<()>;
+    /// Sends hints, in order, to every subscriber of the database, this process's included; one
+    /// transaction carries them all. Payloads over [`MAX_HINT_BYTES`] are refused (then none is
+    /// sent). Hints are not data: the transaction does not wait for its commit to reach the disk.
+    async fn publish(&self, payloads: &[String]) -> Result<()>;
 
     /// Hints published from now on, by any process.
     fn subscribe(&self) -> broadcast::Receiver<String>;

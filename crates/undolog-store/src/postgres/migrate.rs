@@ -14,7 +14,11 @@ use crate::{Error, Result};
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("0001_init.sql")),
     (2, include_str!("0002_api_keys.sql")),
+    (3, include_str!("0003_expect_rows.sql")),
 ];
+
+/// The newest version in [`MIGRATIONS`].
+pub(super) const LATEST: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 /// The advisory-lock key of migrations: the bytes of "undolog!" (`Tx::lock` keys are hashes of
 /// call signatures; a collision could only make a call wait while a migration runs).
@@ -32,7 +36,7 @@ pub(super) async fn apply(conn: &mut PgConnection) -> Result<()> {
     )
     .execute(&mut *tx)
     .await?;
-    let supported = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+    let supported = LATEST;
     let found = current_version(&mut tx).await?;
     if found > supported {
         return Err(Error::SchemaTooNew { found, supported });

@@ -13,6 +13,7 @@
 //! connecting user, one process at a time (see `migrate`).
 
 mod keys;
+mod literal;
 mod migrate;
 mod notify;
 mod rows;
@@ -79,6 +80,9 @@ pub struct PostgresStore {
     notifications: Arc<notify::PgNotifications>,
 }
 
+/// A pooled connection idle this long is pinged before its next transaction.
+const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
+
 /// Shorthand for [`PostgresStore::APP_ROLE`].
 const APP_ROLE: &str = PostgresStore::APP_ROLE;
 
@@ -86,6 +90,9 @@ impl PostgresStore {
     /// The role every transaction of the store runs as. It owns nothing, so row-level security
     /// holds for it. Roles are shared by all databases of a cluster; the migrations create it once.
     pub const APP_ROLE: &'static str = "undolog_app";
+
+    /// The schema version this binary migrates databases to.
+    pub const SCHEMA_VERSION: i64 = migrate::LATEST;
 
     /// Connects, applies pending migrations, and checks that the application role cannot bypass
     /// row-level security.
@@ -124,6 +131,17 @@ impl PostgresStore {
         sqlx::Connection::close(conn).await?;
 
         let pool = PgPoolOptions::new()
+            // A ping before every use would cost a round trip per transaction; a connection idle
+            // for a while (the server may have restarted since) is still checked.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= IDLE_BEFORE_PING {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .max_connections(options.max_connections)
             .min_connections(options.min_connections)
             .acquire_timeout(options.acquire_timeout)
@@ -149,7 +167,8 @@ impl PostgresStore {
         self.pool.close().await;
     }
 
-    /// A transaction as the application role, bound to `org` when one is given.
+    /// A transaction as the application role, bound to `org` when one is given; for the few
+    /// statements outside [`Store::begin`]'s transactions (API keys).
     ///
     /// One round trip: BEGIN and both settings go as one simple-protocol message, the org
     /// dollar-quoted (org names hold no control characters; one that holds the quote's tag takes
@@ -180,8 +199,8 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn begin(&self, org: &OrgId) -> Result<Box<dyn Tx>> {
-        let tx = self.begin_as_app(Some(org.as_str())).await?;
-        Ok(Box::new(tx::PostgresTx::new(tx, org.clone())))
+        let conn = self.pool.acquire().await?;
+        Ok(Box::new(tx::PostgresTx::new(conn, org.clone())?))
     }
 
     fn backend(&self) -> &'static str {

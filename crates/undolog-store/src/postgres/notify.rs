@@ -76,18 +76,29 @@ impl PgNotifications {
 
 #[async_trait]
 impl Notifications for PgNotifications {
-    async fn publish(&self, payload: &str) -> Result<()> {
-        if payload.len() > MAX_HINT_BYTES {
+    /// A transaction that NOTIFYs holds a lock that serializes every other NOTIFYing commit of the
+    /// cluster until its commit is on disk; hints need no durability, so this one does not wait
+    /// for the disk and holds that lock only briefly.
+    async fn publish(&self, payloads: &[String]) -> Result<()> {
+        if let Some(long) = payloads.iter().find(|p| p.len() > MAX_HINT_BYTES) {
             return Err(Error::Corrupt(format!(
                 "a hint of {} bytes is over the limit of {MAX_HINT_BYTES}",
-                payload.len()
+                long.len()
             )));
         }
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(CHANNEL)
-            .bind(payload)
-            .execute(&self.pool)
+        if payloads.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN; SET LOCAL synchronous_commit TO OFF")
             .await?;
+        sqlx::query("SELECT pg_notify($1, hint) FROM unnest($2::text[]) WITH ORDINALITY AS h(hint, n) ORDER BY n")
+            .bind(CHANNEL)
+            .bind(payloads)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
         Ok(())
     }
 

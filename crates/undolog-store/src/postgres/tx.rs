@@ -1,292 +1,438 @@
-//! One READ COMMITTED transaction as the application role, bound to one org.
+//! One READ COMMITTED transaction as the application role, bound to one org, in as few round trips
+//! as its reads allow.
 //!
-//! Queries still say `WHERE org = $1`: row-level security would hide other orgs' rows anyway, but
+//! Nothing is sent when the transaction begins. BEGIN, the role and org settings, advisory locks
+//! and every write wait in a queue and travel, as one simple-protocol message, ahead of the next
+//! read or with the COMMIT: an intercept is three round trips (lock and session, lookup, writes
+//! and COMMIT), a commit two. A queued statement that fails aborts the rest of its message, COMMIT
+//! included; a write that must change a row and finds none raises `no_data_found` in the server
+//! (`undolog_expect_rows`, migration 3) for the same reason. The error reaches the caller from the
+//! read or the commit that carried the write. Values are written into the text as literals
+//! (`literal`).
+//!
+//! Queries still say `WHERE org = …`: row-level security would hide other orgs' rows anyway, but
 //! the condition lets the planner use the `(org, …)` indexes and keeps the SQL the same as
 //! SQLite's.
 
 use async_trait::async_trait;
-use sqlx::{Postgres, Transaction, postgres::PgRow};
+use futures::TryStreamExt;
+use sqlx::{Either, Postgres, pool::PoolConnection, postgres::PgRow};
 use undolog_types::{
     ApprovalId, ApprovalState, EffectId, LockKey, OrgId, SessionId, Signature, Timestamp,
 };
 
+use super::{
+    APP_ROLE,
+    literal::{Value, render},
+};
 use crate::{
     Approval, Effect, Error, Result, Session, Snapshot, Tx,
     rows::{self, APPROVAL_COLUMNS, EFFECT_COLUMNS, SESSION_COLUMNS, SNAPSHOT_COLUMNS},
 };
 
 pub(super) struct PostgresTx {
-    tx: Transaction<'static, Postgres>,
+    /// `None` once the transaction has ended.
+    conn: Option<PoolConnection<Postgres>>,
     org: OrgId,
+    /// Statements not yet sent, oldest first.
+    queued: Vec<Queued>,
+    /// BEGIN has reached the server, and COMMIT has not: dropping the transaction rolls it back.
+    open: bool,
+    /// A statement failed, so the server has aborted the transaction (a COMMIT would roll back).
+    failed: bool,
+}
+
+/// A statement waiting for the next message, and what its failure means.
+struct Queued {
+    sql: String,
+    on_error: OnError,
+}
+
+enum OnError {
+    /// The server's error, as it is.
+    Database,
+    /// A unique violation: this record exists already.
+    Exists(String),
+    /// `no_data_found` from `undolog_expect_rows`: there is no such record.
+    Missing { what: &'static str, id: String },
+}
+
+impl OnError {
+    fn explain(&self, error: sqlx::Error) -> Error {
+        let sqlx::Error::Database(db) = &error else {
+            return error.into();
+        };
+        match self {
+            OnError::Exists(what) if db.is_unique_violation() => Error::AlreadyExists(what.clone()),
+            OnError::Missing { what, id } if db.code().as_deref() == Some("P0002") => {
+                Error::NotFound {
+                    what,
+                    id: id.clone(),
+                }
+            }
+            _ => error.into(),
+        }
+    }
 }
 
 impl PostgresTx {
-    pub(super) fn new(tx: Transaction<'static, Postgres>, org: OrgId) -> PostgresTx {
-        PostgresTx { tx, org }
+    pub(super) fn new(conn: PoolConnection<Postgres>, org: OrgId) -> Result<PostgresTx> {
+        let settings = render(
+            "SELECT set_config('role', $1, true), set_config('app.org_id', $2, true)",
+            &[APP_ROLE.into(), org.as_str().into()],
+        )?;
+        let mut tx = PostgresTx {
+            conn: Some(conn),
+            org,
+            queued: Vec::new(),
+            open: false,
+            failed: false,
+        };
+        tx.queue(
+            "BEGIN ISOLATION LEVEL READ COMMITTED".into(),
+            OnError::Database,
+        );
+        tx.queue(settings, OnError::Database);
+        Ok(tx)
     }
 
-    /// Runs `sql` with the org as `$1` and `binds` as `$2…`.
-    async fn fetch_all<T>(
-        &mut self,
-        sql: &str,
-        binds: &[&str],
-        map: fn(&PgRow) -> Result<T>,
-    ) -> Result<Vec<T>> {
-        let sql = sqlx::AssertSqlSafe(sql.to_owned());
-        let mut query = sqlx::query(sql).bind(self.org.as_str().to_owned());
-        for b in binds {
-            query = query.bind((*b).to_owned());
+    /// `sql` with the org as `$1` and `values` as `$2…`.
+    fn sql(&self, sql: &str, values: &[Value<'_>]) -> Result<String> {
+        let mut all = Vec::with_capacity(values.len() + 1);
+        all.push(Value::from(self.org.as_str()));
+        all.extend_from_slice(values);
+        render(sql, &all)
+    }
+
+    fn queue(&mut self, sql: String, on_error: OnError) {
+        self.queued.push(Queued { sql, on_error });
+    }
+
+    /// Sends the queued statements and then `last` in one message; the rows `last` returns.
+    async fn send(&mut self, last: &str) -> Result<Vec<PgRow>> {
+        if self.failed {
+            return Err(Error::Corrupt(
+                "the transaction was aborted by an earlier error; begin a new one".into(),
+            ));
         }
-        query
-            .fetch_all(&mut *self.tx)
-            .await?
-            .iter()
-            .map(map)
-            .collect()
+        let queued = std::mem::take(&mut self.queued);
+        let mut sql = String::with_capacity(
+            last.len() + queued.iter().map(|q| q.sql.len() + 2).sum::<usize>(),
+        );
+        for statement in &queued {
+            sql.push_str(&statement.sql);
+            sql.push_str(";\n");
+        }
+        sql.push_str(last);
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("a transaction is used only until it ends");
+        self.open = true;
+        let mut results = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).fetch_many(&mut **conn);
+        // Each statement's rows come before its completion; only `last`'s rows are kept.
+        let (mut completed, mut rows) = (0, Vec::new());
+        let failure = loop {
+            match results.try_next().await {
+                Ok(Some(Either::Left(_))) => completed += 1,
+                Ok(Some(Either::Right(row))) if completed == queued.len() => rows.push(row),
+                Ok(Some(Either::Right(_))) => {}
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        drop(results);
+        match failure {
+            None => Ok(rows),
+            Some(e) => {
+                self.failed = true;
+                Err(match queued.get(completed) {
+                    Some(statement) => statement.on_error.explain(e),
+                    None => e.into(),
+                })
+            }
+        }
     }
 
-    async fn fetch_optional<T>(
-        &mut self,
-        sql: &str,
-        binds: &[&str],
-        map: fn(&PgRow) -> Result<T>,
-    ) -> Result<Option<T>> {
-        Ok(self.fetch_all(sql, binds, map).await?.into_iter().next())
+    /// The rows of one read, sent with everything queued before it.
+    async fn read<T>(&mut self, sql: &str, map: fn(&PgRow) -> Result<T>) -> Result<Vec<T>> {
+        self.send(sql).await?.iter().map(map).collect()
+    }
+
+    /// Queues an UPDATE that must change one row, else the transaction fails with `NotFound`.
+    fn queue_update(&mut self, update: String, what: &'static str, id: String) -> Result<()> {
+        let check = render(
+            "SELECT undolog_expect_rows((SELECT count(*) FROM changed), $1, $2)",
+            &[what.into(), id.as_str().into()],
+        )?;
+        self.queue(
+            format!("WITH changed AS ({update} RETURNING 1) {check}"),
+            OnError::Missing { what, id },
+        );
+        Ok(())
     }
 }
 
-/// A unique violation becomes [`Error::AlreadyExists`] naming `what`.
-fn unique(result: sqlx::Result<sqlx::postgres::PgQueryResult>, what: String) -> Result<()> {
-    match result {
-        Ok(_) => Ok(()),
-        Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-            Err(Error::AlreadyExists(what))
+impl Drop for PostgresTx {
+    /// Rolls back a transaction that reached the server and did not commit: on a task, since
+    /// dropping cannot wait, before the connection goes back to the pool.
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        if !self.open {
+            return;
         }
-        Err(other) => Err(other.into()),
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await {
+                        tracing::debug!(error = %e, "rollback failed; closing the connection");
+                        conn.close_on_drop();
+                    }
+                });
+            }
+            // The server rolls back when the connection closes.
+            Err(_) => conn.close_on_drop(),
+        }
     }
 }
 
 #[async_trait]
 impl Tx for PostgresTx {
+    /// Queued: the lock is taken, in order, by the message that carries the next read or COMMIT.
+    /// Released at commit or rollback; never held across transactions on a pooled connection.
     async fn lock(&mut self, key: LockKey) -> Result<()> {
-        // Released at commit or rollback; never held across transactions on a pooled connection.
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(key.as_i64())
-            .execute(&mut *self.tx)
-            .await?;
+        let sql = render("SELECT pg_advisory_xact_lock($1)", &[key.as_i64().into()])?;
+        self.queue(sql, OnError::Database);
         Ok(())
     }
 
     /// Locks the row: a transaction that reads a session may write it back, and must not do so
     /// from a copy another transaction has since changed.
     async fn session(&mut self, id: &SessionId) -> Result<Option<Session>> {
-        let sql =
-            format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 AND id = $2 FOR UPDATE");
-        self.fetch_optional(&sql, &[id.as_str()], rows::session)
-            .await
+        let sql = self.sql(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 AND id = $2 FOR UPDATE"
+            ),
+            &[id.as_str().into()],
+        )?;
+        Ok(self.read(&sql, rows::session).await?.into_iter().next())
     }
 
     async fn put_session(&mut self, s: &Session) -> Result<()> {
-        sqlx::query(
+        let failed_effect = s.failed_effect.map(|e| e.to_string());
+        let sql = self.sql(
             "INSERT INTO sessions (org, id, state, next_seq, failed_effect, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (org, id) DO UPDATE SET state = excluded.state, next_seq = excluded.next_seq, \
              failed_effect = excluded.failed_effect, updated_at = excluded.updated_at",
-        )
-        .bind(self.org.as_str())
-        .bind(s.id.as_str())
-        .bind(s.state.as_str())
-        .bind(s.next_seq)
-        .bind(s.failed_effect.map(|e| e.to_string()))
-        .bind(s.created_at.as_millis())
-        .bind(s.updated_at.as_millis())
-        .execute(&mut *self.tx)
-        .await?;
+            &[
+                s.id.as_str().into(),
+                s.state.as_str().into(),
+                s.next_seq.into(),
+                failed_effect.as_deref().into(),
+                s.created_at.as_millis().into(),
+                s.updated_at.as_millis().into(),
+            ],
+        )?;
+        self.queue(sql, OnError::Database);
         Ok(())
     }
 
     async fn sessions(&mut self) -> Result<Vec<Session>> {
-        let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 ORDER BY created_at, id"
-        );
-        self.fetch_all(&sql, &[], rows::session).await
+        let sql = self.sql(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 ORDER BY created_at, id"
+            ),
+            &[],
+        )?;
+        self.read(&sql, rows::session).await
     }
 
     async fn effect(&mut self, id: EffectId) -> Result<Option<Effect>> {
-        let sql = format!("SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND id = $2");
-        self.fetch_optional(&sql, &[&id.to_string()], rows::effect)
-            .await
+        let sql = self.sql(
+            &format!("SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND id = $2"),
+            &[id.to_string().as_str().into()],
+        )?;
+        Ok(self.read(&sql, rows::effect).await?.into_iter().next())
     }
 
     async fn latest_effect_by_signature(
         &mut self,
         signature: &Signature,
     ) -> Result<Option<Effect>> {
-        let sql = format!(
-            "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND signature = $2 \
-             ORDER BY seq DESC LIMIT 1"
-        );
-        self.fetch_optional(&sql, &[signature.as_str()], rows::effect)
-            .await
+        let sql = self.sql(
+            &format!(
+                "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND signature = $2 \
+                 ORDER BY seq DESC LIMIT 1"
+            ),
+            &[signature.as_str().into()],
+        )?;
+        Ok(self.read(&sql, rows::effect).await?.into_iter().next())
     }
 
     async fn latest_effect_by_key(&mut self, key: &str) -> Result<Option<Effect>> {
-        let sql = format!(
-            "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND idempotency_key = $2 \
-             ORDER BY created_at DESC, id DESC LIMIT 1"
-        );
-        self.fetch_optional(&sql, &[key], rows::effect).await
+        let sql = self.sql(
+            &format!(
+                "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND idempotency_key = $2 \
+                 ORDER BY created_at DESC, id DESC LIMIT 1"
+            ),
+            &[key.into()],
+        )?;
+        Ok(self.read(&sql, rows::effect).await?.into_iter().next())
     }
 
     async fn insert_effect(&mut self, e: &Effect) -> Result<()> {
-        let result = sqlx::query(
-            "INSERT INTO effects (id, org, session, seq, tool, args, step, signature, idempotency_key, \
+        let (id, args) = (e.id.to_string(), e.args.canonical());
+        let compensation = e
+            .compensation
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()?;
+        let result = e.result.as_ref().map(serde_json::to_string).transpose()?;
+        let approval = e.approval.map(|a| a.to_string());
+        let sql = self.sql(
+            "INSERT INTO effects (org, id, session, seq, tool, args, step, signature, idempotency_key, \
              tier, compensation, state, result, error, approval, lease_holder, lease_expires_at, \
              created_at, updated_at, completed_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
              $18, $19, $20)",
-        )
-        .bind(e.id.to_string())
-        .bind(self.org.as_str())
-        .bind(e.session.as_str())
-        .bind(e.seq)
-        .bind(&e.tool)
-        .bind(e.args.canonical())
-        .bind(e.step.map(|s| s as i64))
-        .bind(e.signature.as_str())
-        .bind(&e.idempotency_key)
-        .bind(e.tier.as_str())
-        .bind(e.compensation.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(e.state.as_str())
-        .bind(e.result.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(&e.error)
-        .bind(e.approval.map(|a| a.to_string()))
-        .bind(e.lease.as_ref().map(|l| l.holder.clone()))
-        .bind(e.lease.as_ref().map(|l| l.expires_at.as_millis()))
-        .bind(e.created_at.as_millis())
-        .bind(e.updated_at.as_millis())
-        .bind(e.completed_at.map(Timestamp::as_millis))
-        .execute(&mut *self.tx)
-        .await;
-        unique(result, format!("effect {}", e.id))
+            &[
+                id.as_str().into(),
+                e.session.as_str().into(),
+                e.seq.into(),
+                e.tool.as_str().into(),
+                args.as_str().into(),
+                e.step.map(|s| s as i64).into(),
+                e.signature.as_str().into(),
+                e.idempotency_key.as_deref().into(),
+                e.tier.as_str().into(),
+                compensation.as_deref().into(),
+                e.state.as_str().into(),
+                result.as_deref().into(),
+                e.error.as_deref().into(),
+                approval.as_deref().into(),
+                e.lease.as_ref().map(|l| l.holder.as_str()).into(),
+                e.lease.as_ref().map(|l| l.expires_at.as_millis()).into(),
+                e.created_at.as_millis().into(),
+                e.updated_at.as_millis().into(),
+                e.completed_at.map(Timestamp::as_millis).into(),
+            ],
+        )?;
+        self.queue(sql, OnError::Exists(format!("effect {id}")));
+        Ok(())
     }
 
     async fn update_effect(&mut self, e: &Effect) -> Result<()> {
-        let done = sqlx::query(
-            "UPDATE effects SET state = $1, result = $2, error = $3, approval = $4, \
-             lease_holder = $5, lease_expires_at = $6, updated_at = $7, completed_at = $8 \
-             WHERE org = $9 AND id = $10",
-        )
-        .bind(e.state.as_str())
-        .bind(e.result.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(&e.error)
-        .bind(e.approval.map(|a| a.to_string()))
-        .bind(e.lease.as_ref().map(|l| l.holder.clone()))
-        .bind(e.lease.as_ref().map(|l| l.expires_at.as_millis()))
-        .bind(e.updated_at.as_millis())
-        .bind(e.completed_at.map(Timestamp::as_millis))
-        .bind(self.org.as_str())
-        .bind(e.id.to_string())
-        .execute(&mut *self.tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(Error::NotFound {
-                what: "effect",
-                id: e.id.to_string(),
-            });
-        }
-        Ok(())
+        let id = e.id.to_string();
+        let result = e.result.as_ref().map(serde_json::to_string).transpose()?;
+        let approval = e.approval.map(|a| a.to_string());
+        let sql = self.sql(
+            "UPDATE effects SET state = $3, result = $4, error = $5, approval = $6, \
+             lease_holder = $7, lease_expires_at = $8, updated_at = $9, completed_at = $10 \
+             WHERE org = $1 AND id = $2",
+            &[
+                id.as_str().into(),
+                e.state.as_str().into(),
+                result.as_deref().into(),
+                e.error.as_deref().into(),
+                approval.as_deref().into(),
+                e.lease.as_ref().map(|l| l.holder.as_str()).into(),
+                e.lease.as_ref().map(|l| l.expires_at.as_millis()).into(),
+                e.updated_at.as_millis().into(),
+                e.completed_at.map(Timestamp::as_millis).into(),
+            ],
+        )?;
+        self.queue_update(sql, "effect", id)
     }
 
     async fn session_effects(&mut self, session: &SessionId) -> Result<Vec<Effect>> {
-        let sql = format!(
-            "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND session = $2 ORDER BY seq"
-        );
-        self.fetch_all(&sql, &[session.as_str()], rows::effect)
-            .await
+        let sql = self.sql(
+            &format!(
+                "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND session = $2 ORDER BY seq"
+            ),
+            &[session.as_str().into()],
+        )?;
+        self.read(&sql, rows::effect).await
     }
 
     async fn expired_leases(&mut self, now: Timestamp) -> Result<Vec<Effect>> {
-        let sql = format!(
-            "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND state = 'pending' \
-             AND lease_expires_at < $2 ORDER BY created_at, id"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(self.org.as_str())
-            .bind(now.as_millis())
-            .fetch_all(&mut *self.tx)
-            .await?;
-        rows.iter().map(rows::effect).collect()
+        let sql = self.sql(
+            &format!(
+                "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND state = 'pending' \
+                 AND lease_expires_at < $2 ORDER BY created_at, id"
+            ),
+            &[now.as_millis().into()],
+        )?;
+        self.read(&sql, rows::effect).await
     }
 
     async fn approval(&mut self, id: ApprovalId) -> Result<Option<Approval>> {
-        let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE org = $1 AND id = $2");
-        self.fetch_optional(&sql, &[&id.to_string()], rows::approval)
-            .await
+        let sql = self.sql(
+            &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE org = $1 AND id = $2"),
+            &[id.to_string().as_str().into()],
+        )?;
+        Ok(self.read(&sql, rows::approval).await?.into_iter().next())
     }
 
     async fn insert_approval(&mut self, a: &Approval) -> Result<()> {
-        let result = sqlx::query(
-            "INSERT INTO approvals (id, org, session, effect_id, signature, state, requested_at, \
+        let (id, effect) = (a.id.to_string(), a.effect.to_string());
+        let sql = self.sql(
+            "INSERT INTO approvals (org, id, session, effect_id, signature, state, requested_at, \
              expires_at, decided_by, decided_at, reason) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(a.id.to_string())
-        .bind(self.org.as_str())
-        .bind(a.session.as_str())
-        .bind(a.effect.to_string())
-        .bind(a.signature.as_str())
-        .bind(a.state.as_str())
-        .bind(a.requested_at.as_millis())
-        .bind(a.expires_at.as_millis())
-        .bind(&a.decided_by)
-        .bind(a.decided_at.map(Timestamp::as_millis))
-        .bind(&a.reason)
-        .execute(&mut *self.tx)
-        .await;
-        unique(result, format!("approval {}", a.id))
-    }
-
-    async fn update_approval(&mut self, a: &Approval) -> Result<()> {
-        let done = sqlx::query(
-            "UPDATE approvals SET state = $1, decided_by = $2, decided_at = $3, reason = $4 \
-             WHERE org = $5 AND id = $6",
-        )
-        .bind(a.state.as_str())
-        .bind(&a.decided_by)
-        .bind(a.decided_at.map(Timestamp::as_millis))
-        .bind(&a.reason)
-        .bind(self.org.as_str())
-        .bind(a.id.to_string())
-        .execute(&mut *self.tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(Error::NotFound {
-                what: "approval",
-                id: a.id.to_string(),
-            });
-        }
+            &[
+                id.as_str().into(),
+                a.session.as_str().into(),
+                effect.as_str().into(),
+                a.signature.as_str().into(),
+                a.state.as_str().into(),
+                a.requested_at.as_millis().into(),
+                a.expires_at.as_millis().into(),
+                a.decided_by.as_deref().into(),
+                a.decided_at.map(Timestamp::as_millis).into(),
+                a.reason.as_deref().into(),
+            ],
+        )?;
+        self.queue(sql, OnError::Exists(format!("approval {id}")));
         Ok(())
     }
 
+    async fn update_approval(&mut self, a: &Approval) -> Result<()> {
+        let id = a.id.to_string();
+        let sql = self.sql(
+            "UPDATE approvals SET state = $3, decided_by = $4, decided_at = $5, reason = $6 \
+             WHERE org = $1 AND id = $2",
+            &[
+                id.as_str().into(),
+                a.state.as_str().into(),
+                a.decided_by.as_deref().into(),
+                a.decided_at.map(Timestamp::as_millis).into(),
+                a.reason.as_deref().into(),
+            ],
+        )?;
+        self.queue_update(sql, "approval", id)
+    }
+
     async fn approvals(&mut self, state: Option<ApprovalState>) -> Result<Vec<Approval>> {
-        match state {
-            Some(state) => {
-                let sql = format!(
+        let sql = match state {
+            Some(state) => self.sql(
+                &format!(
                     "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE org = $1 AND state = $2 \
                      ORDER BY requested_at, id"
-                );
-                self.fetch_all(&sql, &[state.as_str()], rows::approval)
-                    .await
-            }
-            None => {
-                let sql = format!(
+                ),
+                &[state.as_str().into()],
+            )?,
+            None => self.sql(
+                &format!(
                     "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE org = $1 \
                      ORDER BY requested_at, id"
-                );
-                self.fetch_all(&sql, &[], rows::approval).await
-            }
-        }
+                ),
+                &[],
+            )?,
+        };
+        self.read(&sql, rows::approval).await
     }
 
     async fn push_undo(
@@ -295,51 +441,55 @@ impl Tx for PostgresTx {
         effect: EffectId,
         at: Timestamp,
     ) -> Result<()> {
-        sqlx::query(
+        let sql = self.sql(
             "INSERT INTO undo_stack (org, session, effect_id, pushed_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(self.org.as_str())
-        .bind(session.as_str())
-        .bind(effect.to_string())
-        .bind(at.as_millis())
-        .execute(&mut *self.tx)
-        .await?;
+            &[
+                session.as_str().into(),
+                effect.to_string().as_str().into(),
+                at.as_millis().into(),
+            ],
+        )?;
+        self.queue(sql, OnError::Database);
         Ok(())
     }
 
     async fn undo_stack(&mut self, session: &SessionId) -> Result<Vec<EffectId>> {
-        let sql = "SELECT effect_id FROM undo_stack WHERE org = $1 AND session = $2 \
-                   ORDER BY position";
-        self.fetch_all(sql, &[session.as_str()], |row| {
-            rows::parsed(row, "effect_id")
-        })
-        .await
+        let sql = self.sql(
+            "SELECT effect_id FROM undo_stack WHERE org = $1 AND session = $2 ORDER BY position",
+            &[session.as_str().into()],
+        )?;
+        self.read(&sql, |row| rows::parsed(row, "effect_id")).await
     }
 
     async fn insert_snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        sqlx::query(
+        let body = serde_json::to_string(&s.body)?;
+        let sql = self.sql(
             "INSERT INTO session_snapshots (org, session, taken_at, body) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(self.org.as_str())
-        .bind(s.session.as_str())
-        .bind(s.taken_at.as_millis())
-        .bind(serde_json::to_string(&s.body)?)
-        .execute(&mut *self.tx)
-        .await?;
+            &[
+                s.session.as_str().into(),
+                s.taken_at.as_millis().into(),
+                body.as_str().into(),
+            ],
+        )?;
+        self.queue(sql, OnError::Database);
         Ok(())
     }
 
     async fn snapshots(&mut self, session: &SessionId) -> Result<Vec<Snapshot>> {
-        let sql = format!(
-            "SELECT {SNAPSHOT_COLUMNS} FROM session_snapshots WHERE org = $1 AND session = $2 \
-             ORDER BY id"
-        );
-        self.fetch_all(&sql, &[session.as_str()], rows::snapshot)
-            .await
+        let sql = self.sql(
+            &format!(
+                "SELECT {SNAPSHOT_COLUMNS} FROM session_snapshots WHERE org = $1 AND session = $2 \
+                 ORDER BY id"
+            ),
+            &[session.as_str().into()],
+        )?;
+        self.read(&sql, rows::snapshot).await
     }
 
-    async fn commit(self: Box<Self>) -> Result<()> {
-        self.tx.commit().await?;
+    /// Sends what is queued with COMMIT, in one message.
+    async fn commit(mut self: Box<Self>) -> Result<()> {
+        self.send("COMMIT").await?;
+        self.open = false;
         Ok(())
     }
 }

@@ -17,11 +17,17 @@ async fn stores_opening_together_migrate_the_database_once() {
         PostgresStore::open(db.options()),
     );
     for store in [a, b, c] {
-        assert_eq!(store.unwrap().schema_version().await.unwrap(), 2);
+        assert_eq!(
+            store.unwrap().schema_version().await.unwrap(),
+            PostgresStore::SCHEMA_VERSION
+        );
     }
     // And once more, later: nothing left to do.
     let again = db.open().await;
-    assert_eq!(again.schema_version().await.unwrap(), 2);
+    assert_eq!(
+        again.schema_version().await.unwrap(),
+        PostgresStore::SCHEMA_VERSION
+    );
     let mut owner = db.owner().await;
     let versions: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations ORDER BY version")
         .fetch_all(&mut owner)
@@ -30,7 +36,10 @@ async fn stores_opening_together_migrate_the_database_once() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2]);
+    assert_eq!(
+        versions,
+        (1..=PostgresStore::SCHEMA_VERSION).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
@@ -60,7 +69,7 @@ async fn a_schema_newer_than_the_binary_stops_start_up() {
             err,
             Error::SchemaTooNew {
                 found: 99,
-                supported: 2
+                supported: PostgresStore::SCHEMA_VERSION
             }
         ),
         "{err:?}"
@@ -143,5 +152,8 @@ async fn an_owner_that_cannot_use_the_application_role_is_told_what_to_run() {
     let role = db.owner_role.clone().unwrap();
     super::admin(format!("GRANT undolog_app TO \"{role}\"")).await;
     let store = PostgresStore::open(db.options()).await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 2);
+    assert_eq!(
+        store.schema_version().await.unwrap(),
+        PostgresStore::SCHEMA_VERSION
+    );
 }
