@@ -5,15 +5,16 @@ use std::{pin::pin, sync::Arc, time::Duration};
 
 use serde_json::Value;
 use tokio::{
-    sync::{Notify, broadcast, mpsc},
+    sync::{Notify, broadcast, mpsc, oneshot},
     time::Instant,
 };
-use undolog_store::{Effect, Lease, Session, Store, Tx};
+use undolog_store::{Effect, EffectLookup, Lease, Session, Store, Tx};
 use undolog_types::{EffectId, EffectState, LockKey, OrgId, SessionId, Timestamp};
 
 use crate::{
     Call, Clock, EngineConfig, Error, Event, Intercept, Resolution, SystemClock,
     core::{self, Decision, InterceptView, Write},
+    effect_updates::{self, Update},
 };
 
 /// The effect engine. Cheap to clone; clones share the store, clock, waiters and event stream.
@@ -32,6 +33,8 @@ pub(crate) struct Inner {
     pub(crate) events: broadcast::Sender<Event>,
     /// Each commit's events, for the task that sends them to other processes on the same store.
     hints: Option<mpsc::UnboundedSender<Vec<Event>>>,
+    /// Effect updates, for the task that commits them in batches; `None` without a runtime.
+    updates: Option<mpsc::UnboundedSender<Update>>,
 }
 
 impl Engine {
@@ -52,10 +55,11 @@ impl Engine {
         }
         let notifications = notifications.filter(|_| runtime);
         let me = config.executor_id.clone();
-        let inner = Arc::new(Inner {
+        let inner = Arc::new_cyclic(|inner| Inner {
             hints: notifications
                 .clone()
                 .map(|n| crate::hints::publisher(n, me.clone())),
+            updates: runtime.then(|| effect_updates::start(inner.clone())),
             store,
             clock,
             config,
@@ -65,6 +69,10 @@ impl Engine {
         if let Some(notifications) = &notifications {
             crate::hints::listen(Arc::downgrade(&inner), notifications, me);
         }
+        Engine { inner }
+    }
+
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Engine {
         Engine { inner }
     }
 
@@ -145,14 +153,13 @@ impl Engine {
     async fn decide_intercept(&self, call: &Call, lock: LockKey) -> Result<Decision, Error> {
         let mut tx = self.begin(&call.org).await?;
         tx.lock(lock).await?;
-        let session = tx.session(&call.session).await?;
-        let existing = match &call.idempotency_key {
-            Some(key) => tx.latest_effect_by_key(key).await?,
-            None if call.policy.tier.replays() => {
-                tx.latest_effect_by_signature(&call.signature()).await?
-            }
-            None => None,
+        let signature = call.signature();
+        let lookup = match &call.idempotency_key {
+            Some(key) => EffectLookup::LatestByKey(key),
+            None if call.policy.tier.replays() => EffectLookup::LatestBySignature(&signature),
+            None => EffectLookup::Nothing,
         };
+        let (session, existing) = tx.session_with_effect(&call.session, lookup).await?;
         let approval = match existing.as_ref().and_then(|e| e.approval) {
             Some(id) => tx.approval(id).await?,
             None => None,
@@ -212,7 +219,7 @@ impl Engine {
     /// Records the tool's result for an effect this caller was told to execute.
     pub async fn commit(&self, org: &OrgId, effect: EffectId, result: Value) -> Result<(), Error> {
         let now = self.now();
-        self.update_effect(org, effect, |e| core::commit(e, result, now))
+        self.update_effect(org, effect, move |e| core::commit(e, result.clone(), now))
             .await
     }
 
@@ -236,22 +243,27 @@ impl Engine {
         details: Option<Value>,
     ) -> Result<(), Error> {
         let (now, error) = (self.now(), error.into());
-        self.update_effect(org, effect, |e| core::fail(e, error, details, now))
-            .await
+        self.update_effect(org, effect, move |e| {
+            core::fail(e, error.clone(), details.clone(), now)
+        })
+        .await
     }
 
     /// Extends this executor's lease on a pending effect whose tool is still running.
     pub async fn renew_lease(&self, org: &OrgId, effect: EffectId) -> Result<Timestamp, Error> {
         let expires_at = self.now().plus(self.inner.config.lease);
         let holder = self.inner.config.executor_id.clone();
-        self.update_effect(org, effect, |mut e| {
+        self.update_effect(org, effect, move |mut e| {
             if e.state != EffectState::Pending {
                 return Err(Error::NotPending {
                     effect: e.id,
                     state: e.state,
                 });
             }
-            e.lease = Some(Lease { holder, expires_at });
+            e.lease = Some(Lease {
+                holder: holder.clone(),
+                expires_at,
+            });
             Ok(vec![Write::UpdateEffect(e)])
         })
         .await?;
@@ -272,16 +284,42 @@ impl Engine {
         resolution: Resolution,
     ) -> Result<(), Error> {
         let now = self.now();
-        self.update_effect(org, effect, |e| core::resolve_in_doubt(e, resolution, now))
-            .await
+        self.update_effect(org, effect, move |e| {
+            core::resolve_in_doubt(e, resolution.clone(), now)
+        })
+        .await
     }
 
-    /// Reads one effect, applies `change`, and writes the result, in one transaction.
+    /// Reads one effect, applies `change`, and writes the result, in one transaction — shared
+    /// with other updates waiting at the same moment (see `effect_updates`).
     async fn update_effect(
         &self,
         org: &OrgId,
         id: EffectId,
-        change: impl FnOnce(Effect) -> Result<Vec<Write>, Error>,
+        change: impl Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync + 'static,
+    ) -> Result<(), Error> {
+        let Some(queue) = &self.inner.updates else {
+            return self.update_effect_now(org, id, &change).await;
+        };
+        let (done, answer) = oneshot::channel();
+        let update = Update {
+            org: org.clone(),
+            effect: id,
+            change: Box::new(change),
+            done,
+        };
+        if let Err(mpsc::error::SendError(update)) = queue.send(update) {
+            return self.update_effect_now(org, id, &update.change).await;
+        }
+        answer.await.unwrap_or(Err(Error::Stopped))
+    }
+
+    /// [`Engine::update_effect`] in a transaction of its own.
+    pub(crate) async fn update_effect_now(
+        &self,
+        org: &OrgId,
+        id: EffectId,
+        change: &(dyn Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync),
     ) -> Result<(), Error> {
         let mut tx = self.begin(org).await?;
         let effect = tx.effect(id).await?.ok_or(Error::UnknownEffect(id))?;

@@ -87,4 +87,6 @@ pub enum Error {
     IllegalTransition(#[from] IllegalTransition),
     #[error(transparent)]
     Store(#[from] undolog_store::Error),
+    #[error("the engine stopped before the change was recorded; retry")]
+    Stopped,
 }

@@ -5,9 +5,10 @@
 //! approval was given at another gateway, an identical call that finished there — and passes the
 //! events on to its own subscribers (SSE). Waiters also poll, so a lost hint only costs time.
 //!
-//! One task per engine sends the hints, in commit order. Changes committed while a send is under
-//! way leave together in the next one, so under load a few NOTIFY transactions carry every event
-//! instead of one transaction per change.
+//! One task per engine sends the hints, in commit order, at most one NOTIFY transaction every
+//! [`MIN_GAP`]: changes committed meanwhile leave together in the next one, so under load a few
+//! hundred NOTIFY transactions a second carry every event instead of one transaction per change
+//! (each costs the database a commit and wakes every listening connection).
 
 use std::{
     sync::{Arc, Weak},
@@ -27,6 +28,9 @@ struct Hint {
     events: Vec<Event>,
 }
 
+/// The shortest time between two sends: what a hint may wait for company.
+const MIN_GAP: Duration = Duration::from_millis(5);
+
 /// Starts the task that publishes what [`Engine::published`](crate::Engine) hands it: each item
 /// is one commit's events. The task ends when the sender is dropped.
 pub(crate) fn publisher(
@@ -36,6 +40,7 @@ pub(crate) fn publisher(
     let (sender, mut commits) = mpsc::unbounded_channel::<Vec<Event>>();
     tokio::spawn(async move {
         while let Some(first) = commits.recv().await {
+            let next_send = tokio::time::Instant::now() + MIN_GAP;
             let mut events = first;
             while let Ok(more) = commits.try_recv() {
                 events.extend(more);
@@ -43,6 +48,7 @@ pub(crate) fn publisher(
             if let Err(e) = notifications.publish(&encode(&from, &events)).await {
                 tracing::debug!(error = %e, "hints not sent; other processes will poll");
             }
+            tokio::time::sleep_until(next_send).await;
         }
     });
     sender

@@ -82,7 +82,7 @@ impl Error {
                 | E::IllegalTransition(_)
                 | E::StillRunning(_) => StatusCode::CONFLICT,
                 E::ApprovalWaitTimedOut(_) => StatusCode::ACCEPTED,
-                E::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+                E::Store(_) | E::Stopped => StatusCode::SERVICE_UNAVAILABLE,
             },
         }
     }

@@ -16,7 +16,8 @@ use undolog_types::{
 };
 
 use crate::{
-    ApiKey, Approval, Compensation, Effect, Error, Lease, Result, Session, Snapshot, Store, Tx,
+    ApiKey, Approval, Compensation, Effect, EffectLookup, Error, Lease, Result, Session, Snapshot,
+    Store, Tx,
 };
 
 /// Generates one `#[tokio::test]` per conformance case, each on a fresh store from `$fresh`.
@@ -26,7 +27,8 @@ macro_rules! store_conformance_tests {
         $crate::store_conformance_tests!(@cases $fresh;
             sessions_round_trip, effects_round_trip, duplicate_effect_is_refused,
             updating_a_missing_row_is_not_found, latest_effect_by_signature_is_the_newest,
-            latest_effect_by_key_is_the_newest, session_effects_come_in_order,
+            latest_effect_by_key_is_the_newest, reads_made_together_match_reads_made_alone,
+            session_effects_come_in_order,
             expired_leases_are_only_pending_effects_past_their_lease, approvals_round_trip_and_filter,
             undo_stack_keeps_completion_order, snapshots_round_trip, dropped_transaction_rolls_back,
             a_refused_write_leaves_nothing_of_its_transaction,
@@ -251,6 +253,47 @@ pub async fn latest_effect_by_key_is_the_newest(store: Arc<dyn Store>) {
         Some(second.id)
     );
     assert_eq!(tx.latest_effect_by_key("other").await.unwrap(), None);
+}
+
+pub async fn reads_made_together_match_reads_made_alone(store: Arc<dyn Store>) {
+    let mut first = effect("acme", "s1", 0);
+    first.idempotency_key = Some("k".into());
+    let second = effect("acme", "s1", 1);
+    seed(&*store, "acme", "s1", &[&first, &second]).await;
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    // written in this transaction and not yet committed: the reads see it
+    let third = effect("acme", "s1", 2);
+    tx.insert_effect(&third).await.unwrap();
+
+    let missing = EffectId::generate();
+    let mut found = tx
+        .effects(&[third.id, missing, first.id, second.id])
+        .await
+        .unwrap();
+    found.sort_by_key(|e| e.seq);
+    assert_eq!(found, vec![first.clone(), second.clone(), third.clone()]);
+    assert!(tx.effects(&[]).await.unwrap().is_empty());
+
+    let stored = tx.session(&sid("s1")).await.unwrap();
+    assert!(stored.is_some());
+    for (lookup, expected) in [
+        (EffectLookup::Nothing, None),
+        (
+            EffectLookup::LatestBySignature(&third.signature),
+            Some(&third),
+        ),
+        (EffectLookup::LatestByKey("k"), Some(&first)),
+        (EffectLookup::LatestByKey("other"), None),
+    ] {
+        let (session, effect) = tx.session_with_effect(&sid("s1"), lookup).await.unwrap();
+        assert_eq!(session, stored, "{lookup:?}");
+        assert_eq!(effect.as_ref(), expected, "{lookup:?}");
+    }
+    let (session, effect) = tx
+        .session_with_effect(&sid("nobody"), EffectLookup::LatestByKey("k"))
+        .await
+        .unwrap();
+    assert_eq!((session, effect.map(|e| e.id)), (None, Some(first.id)));
 }
 
 pub async fn session_effects_come_in_order(store: Arc<dyn Store>) {

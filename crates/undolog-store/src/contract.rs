@@ -33,6 +33,16 @@ pub trait Store: Send + Sync + Debug {
     async fn has_api_keys(&self) -> Result<bool>;
 }
 
+/// Which effect [`Tx::session_with_effect`] reads beside the session.
+#[derive(Debug, Clone, Copy)]
+pub enum EffectLookup<'a> {
+    Nothing,
+    /// As [`Tx::latest_effect_by_signature`].
+    LatestBySignature(&'a Signature),
+    /// As [`Tx::latest_effect_by_key`].
+    LatestByKey(&'a str),
+}
+
 /// One transaction over one org's rows. Dropped without [`Tx::commit`], it rolls back.
 ///
 /// Writes may travel later than their call, with the transaction's next read or its commit (the
@@ -54,6 +64,32 @@ pub trait Tx: Send {
     async fn sessions(&mut self) -> Result<Vec<Session>>;
 
     async fn effect(&mut self, id: EffectId) -> Result<Option<Effect>>;
+    /// The effects with these ids, in any order; ids with no effect are left out. A backend may
+    /// read them all in one round trip.
+    async fn effects(&mut self, ids: &[EffectId]) -> Result<Vec<Effect>> {
+        let mut found = Vec::with_capacity(ids.len());
+        for id in ids {
+            found.extend(self.effect(*id).await?);
+        }
+        Ok(found)
+    }
+    /// [`Tx::session`] (locked the same way) and one effect lookup, read together: a backend may
+    /// send both in one round trip.
+    async fn session_with_effect(
+        &mut self,
+        session: &SessionId,
+        effect: EffectLookup<'_>,
+    ) -> Result<(Option<Session>, Option<Effect>)> {
+        let session = self.session(session).await?;
+        let effect = match effect {
+            EffectLookup::Nothing => None,
+            EffectLookup::LatestBySignature(signature) => {
+                self.latest_effect_by_signature(signature).await?
+            }
+            EffectLookup::LatestByKey(key) => self.latest_effect_by_key(key).await?,
+        };
+        Ok((session, effect))
+    }
     /// The newest effect with this signature.
     async fn latest_effect_by_signature(&mut self, signature: &Signature)
     -> Result<Option<Effect>>;

@@ -18,7 +18,7 @@ mod records;
 mod rows;
 mod sqlite;
 
-pub use contract::{Store, Tx};
+pub use contract::{EffectLookup, Store, Tx};
 pub use error::Error;
 pub use notify::{MAX_HINT_BYTES, Notifications};
 pub use open::{PoolSettings, StoreUrl, open, open_with};

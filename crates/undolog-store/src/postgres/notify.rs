@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use sqlx::{PgPool, postgres::PgListener};
 use tokio::sync::{Mutex, broadcast};
 
+use super::literal::render;
 use crate::{Error, MAX_HINT_BYTES, Notifications, Result};
 
 const CHANNEL: &str = "undolog_events";
@@ -89,16 +90,24 @@ impl Notifications for PgNotifications {
         if payloads.is_empty() {
             return Ok(());
         }
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN; SET LOCAL synchronous_commit TO OFF")
-            .await?;
-        sqlx::query("SELECT pg_notify($1, hint) FROM unnest($2::text[]) WITH ORDINALITY AS h(hint, n) ORDER BY n")
-            .bind(CHANNEL)
-            .bind(payloads)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
+        // One message, one round trip; a failed statement skips the rest, COMMIT included.
+        let mut sql = String::from("BEGIN; SET LOCAL synchronous_commit TO OFF;\n");
+        for payload in payloads {
+            sql.push_str(&render(
+                "SELECT pg_notify($1, $2);\n",
+                &[CHANNEL.into(), payload.into()],
+            )?);
+        }
+        sql.push_str("COMMIT");
+        let mut conn = self.pool.acquire().await?;
+        if let Err(e) = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *conn)
+            .await
+        {
+            // The server may be left inside the aborted transaction: do not pool the connection.
+            conn.close_on_drop();
+            return Err(e.into());
+        }
         Ok(())
     }
 

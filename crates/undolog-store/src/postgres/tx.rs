@@ -26,7 +26,7 @@ use super::{
     literal::{Value, render},
 };
 use crate::{
-    Approval, Effect, Error, Result, Session, Snapshot, Tx,
+    Approval, Effect, EffectLookup, Error, Result, Session, Snapshot, Tx,
     rows::{self, APPROVAL_COLUMNS, EFFECT_COLUMNS, SESSION_COLUMNS, SNAPSHOT_COLUMNS},
 };
 
@@ -108,35 +108,44 @@ impl PostgresTx {
         self.queued.push(Queued { sql, on_error });
     }
 
-    /// Sends the queued statements and then `last` in one message; the rows `last` returns.
-    async fn send(&mut self, last: &str) -> Result<Vec<PgRow>> {
+    /// Sends the queued statements and then `last` in one message; the rows of each of `last`.
+    async fn send(&mut self, last: &[&str]) -> Result<Vec<Vec<PgRow>>> {
         if self.failed {
             return Err(Error::Corrupt(
                 "the transaction was aborted by an earlier error; begin a new one".into(),
             ));
         }
         let queued = std::mem::take(&mut self.queued);
-        let mut sql = String::with_capacity(
-            last.len() + queued.iter().map(|q| q.sql.len() + 2).sum::<usize>(),
-        );
-        for statement in &queued {
-            sql.push_str(&statement.sql);
+        let statements: Vec<&str> = queued
+            .iter()
+            .map(|q| q.sql.as_str())
+            .chain(last.iter().copied())
+            .collect();
+        let mut sql = String::with_capacity(statements.iter().map(|s| s.len() + 2).sum());
+        for statement in statements {
+            sql.push_str(statement);
             sql.push_str(";\n");
         }
-        sql.push_str(last);
         let conn = self
             .conn
             .as_mut()
             .expect("a transaction is used only until it ends");
         self.open = true;
         let mut results = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).fetch_many(&mut **conn);
-        // Each statement's rows come before its completion; only `last`'s rows are kept.
-        let (mut completed, mut rows) = (0, Vec::new());
+        // Each statement's rows come before its completion; only the rows of `last` are kept.
+        let mut completed = 0_usize;
+        let mut rows: Vec<Vec<PgRow>> = last.iter().map(|_| Vec::new()).collect();
         let failure = loop {
             match results.try_next().await {
                 Ok(Some(Either::Left(_))) => completed += 1,
-                Ok(Some(Either::Right(row))) if completed == queued.len() => rows.push(row),
-                Ok(Some(Either::Right(_))) => {}
+                Ok(Some(Either::Right(row))) => {
+                    if let Some(rows) = completed
+                        .checked_sub(queued.len())
+                        .and_then(|n| rows.get_mut(n))
+                    {
+                        rows.push(row);
+                    }
+                }
                 Ok(None) => break None,
                 Err(e) => break Some(e),
             }
@@ -156,7 +165,8 @@ impl PostgresTx {
 
     /// The rows of one read, sent with everything queued before it.
     async fn read<T>(&mut self, sql: &str, map: fn(&PgRow) -> Result<T>) -> Result<Vec<T>> {
-        self.send(sql).await?.iter().map(map).collect()
+        let rows = self.send(&[sql]).await?.pop().unwrap_or_default();
+        rows.iter().map(map).collect()
     }
 
     /// Queues an UPDATE that must change one row, else the transaction fails with `NotFound`.
@@ -256,6 +266,71 @@ impl Tx for PostgresTx {
             &[id.to_string().as_str().into()],
         )?;
         Ok(self.read(&sql, rows::effect).await?.into_iter().next())
+    }
+
+    async fn effects(&mut self, ids: &[EffectId]) -> Result<Vec<Effect>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = ids.iter().map(EffectId::to_string).collect();
+        let values: Vec<Value<'_>> = ids.iter().map(Value::from).collect();
+        let placeholders: Vec<String> = (2..ids.len() + 2).map(|n| format!("${n}")).collect();
+        let sql = self.sql(
+            &format!(
+                "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND id IN ({})",
+                placeholders.join(", ")
+            ),
+            &values,
+        )?;
+        self.read(&sql, rows::effect).await
+    }
+
+    /// One message for both reads.
+    async fn session_with_effect(
+        &mut self,
+        session: &SessionId,
+        effect: EffectLookup<'_>,
+    ) -> Result<(Option<Session>, Option<Effect>)> {
+        let session = self.sql(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 AND id = $2 FOR UPDATE"
+            ),
+            &[session.as_str().into()],
+        )?;
+        let effect = match effect {
+            EffectLookup::Nothing => None,
+            EffectLookup::LatestBySignature(signature) => Some(self.sql(
+                &format!(
+                    "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND signature = $2 \
+                     ORDER BY seq DESC LIMIT 1"
+                ),
+                &[signature.as_str().into()],
+            )?),
+            EffectLookup::LatestByKey(key) => Some(self.sql(
+                &format!(
+                    "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND idempotency_key = $2 \
+                     ORDER BY created_at DESC, id DESC LIMIT 1"
+                ),
+                &[key.into()],
+            )?),
+        };
+        let reads: Vec<&str> = std::iter::once(session.as_str())
+            .chain(effect.as_deref())
+            .collect();
+        let mut rows = self.send(&reads).await?.into_iter();
+        let session = rows
+            .next()
+            .unwrap_or_default()
+            .first()
+            .map(rows::session)
+            .transpose()?;
+        let effect = rows
+            .next()
+            .unwrap_or_default()
+            .first()
+            .map(rows::effect)
+            .transpose()?;
+        Ok((session, effect))
     }
 
     async fn latest_effect_by_signature(
@@ -488,7 +563,7 @@ impl Tx for PostgresTx {
 
     /// Sends what is queued with COMMIT, in one message.
     async fn commit(mut self: Box<Self>) -> Result<()> {
-        self.send("COMMIT").await?;
+        self.send(&["COMMIT"]).await?;
         self.open = false;
         Ok(())
     }

@@ -1,0 +1,141 @@
+//! Group commit of effect updates. Recording a tool's result, a failure, a lease renewal or an
+//! in-doubt verdict each reads one effect and writes it back; under load, many of them wait at
+//! once. They are queued to one task, which takes whatever has gathered and carries it out in one
+//! transaction per org: one read of all the effects, every change, one COMMIT. With nothing else
+//! waiting, an update is a transaction of its own, as before.
+//!
+//! A batch that fails as a whole (the store refused a write, the database went away) is tried
+//! again one update per transaction, so each caller gets its own answer and one bad update
+//! cannot take the others down with it.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Weak},
+};
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use undolog_store::Effect;
+use undolog_types::{EffectId, OrgId};
+
+use crate::{Engine, Error, core::Write, engine::Inner};
+
+/// What an update does to the effect it read: the writes to make, or why it cannot.
+pub(crate) type Change = Box<dyn Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync>;
+
+/// One update waiting for its batch.
+pub(crate) struct Update {
+    pub(crate) org: OrgId,
+    pub(crate) effect: EffectId,
+    pub(crate) change: Change,
+    pub(crate) done: oneshot::Sender<Result<(), Error>>,
+}
+
+/// Batches carried out at the same time; while all are busy, the next batch gathers.
+const BATCHES_IN_FLIGHT: usize = 2;
+/// The most updates one transaction carries.
+const MAX_BATCH: usize = 256;
+
+/// Starts the task; it ends when the engine is dropped.
+pub(crate) fn start(engine: Weak<Inner>) -> mpsc::UnboundedSender<Update> {
+    let (sender, mut queue) = mpsc::unbounded_channel::<Update>();
+    tokio::spawn(async move {
+        let permits = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+        while let Some(first) = queue.recv().await {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(update) => batch.push(update),
+                    Err(_) => break,
+                }
+            }
+            let Some(inner) = engine.upgrade() else {
+                break;
+            };
+            tokio::spawn(async move {
+                Engine::from_inner(inner).run_batch(batch).await;
+                drop(permit);
+            });
+        }
+    });
+    sender
+}
+
+impl Engine {
+    /// Carries out a batch: per org, in rounds that each touch an effect at most once (a second
+    /// update of the same effect must read what the first wrote).
+    async fn run_batch(&self, batch: Vec<Update>) {
+        let mut by_org: HashMap<OrgId, Vec<Update>> = HashMap::new();
+        for update in batch {
+            by_org.entry(update.org.clone()).or_default().push(update);
+        }
+        for (org, mut waiting) in by_org {
+            while !waiting.is_empty() {
+                let mut seen = HashSet::new();
+                let (round, later): (Vec<_>, Vec<_>) =
+                    waiting.into_iter().partition(|u| seen.insert(u.effect));
+                self.run_round(&org, round).await;
+                waiting = later;
+            }
+        }
+    }
+
+    async fn run_round(&self, org: &OrgId, mut round: Vec<Update>) {
+        if round.len() == 1 {
+            return self.run_alone(round.remove(0)).await;
+        }
+        match self.try_round(org, &round).await {
+            Ok(answers) => {
+                for (update, answer) in round.into_iter().zip(answers) {
+                    let _ = update.done.send(answer);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, updates = round.len(), "a batch of effect updates failed; trying each alone");
+                for update in round {
+                    self.run_alone(update).await;
+                }
+            }
+        }
+    }
+
+    /// One update in a transaction of its own.
+    async fn run_alone(&self, update: Update) {
+        let answer = self
+            .update_effect_now(&update.org, update.effect, &update.change)
+            .await;
+        let _ = update.done.send(answer);
+    }
+
+    /// One transaction for the whole round. `Err` when the transaction failed (nothing written);
+    /// otherwise each update's own answer, in order.
+    async fn try_round(
+        &self,
+        org: &OrgId,
+        round: &[Update],
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        let mut tx = self.begin(org).await?;
+        let ids: Vec<EffectId> = round.iter().map(|u| u.effect).collect();
+        let mut found: HashMap<EffectId, Effect> = tx
+            .effects(&ids)
+            .await?
+            .into_iter()
+            .map(|e| (e.id, e))
+            .collect();
+        let mut writes = Vec::new();
+        let answers = round
+            .iter()
+            .map(|u| {
+                let effect = found
+                    .remove(&u.effect)
+                    .ok_or(Error::UnknownEffect(u.effect))?;
+                writes.extend((u.change)(effect)?);
+                Ok(())
+            })
+            .collect();
+        self.commit_writes(tx, &writes).await?;
+        Ok(answers)
+    }
+}

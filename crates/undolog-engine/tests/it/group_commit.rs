@@ -1,0 +1,103 @@
+//! Effect updates that arrive together share a transaction (group commit); each caller still gets
+//! its own answer, and a refused update takes nothing else down with it.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::sync::Barrier;
+use undolog_engine::Error;
+use undolog_types::{EffectId, EffectState};
+
+use crate::*;
+
+const SESSIONS: usize = 48;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_made_at_once_all_land_and_each_caller_hears_its_own_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(&dir).await;
+    let mut ids = Vec::new();
+    for n in 0..SESSIONS {
+        ids.push(must_execute(&engine, transfer(&format!("s{n}"), n as i64)).await);
+    }
+
+    // Every effect committed at the same moment, beside a second commit of the first effect and a
+    // commit of an effect that does not exist.
+    let mut updates: Vec<(EffectId, serde_json::Value)> = ids
+        .iter()
+        .enumerate()
+        .map(|(n, id)| (*id, json!({"n": n})))
+        .collect();
+    updates.push((ids[0], json!({"n": "again"})));
+    let unknown = EffectId::generate();
+    updates.push((unknown, json!({})));
+    let barrier = Arc::new(Barrier::new(updates.len()));
+    let tasks: Vec<_> = updates
+        .into_iter()
+        .map(|(id, result)| {
+            let (engine, barrier) = (engine.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                (id, engine.commit(&org(), id, result).await)
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+
+    let first: Vec<_> = answers.iter().filter(|(id, _)| *id == ids[0]).collect();
+    let refused = first
+        .iter()
+        .filter(|(_, a)| matches!(a, Err(Error::NotPending { .. })))
+        .count();
+    assert_eq!(
+        refused, 1,
+        "one of the two commits of one effect is refused: {first:?}"
+    );
+    for (id, answer) in &answers {
+        if *id == unknown {
+            assert!(
+                matches!(answer, Err(Error::UnknownEffect(e)) if e == id),
+                "{answer:?}"
+            );
+        } else if *id != ids[0] {
+            assert!(answer.is_ok(), "{id}: {answer:?}");
+        }
+    }
+    for (n, id) in ids.iter().enumerate().skip(1) {
+        let effect = engine.effect(&org(), *id).await.unwrap();
+        assert_eq!(effect.state, EffectState::Committed);
+        assert_eq!(effect.result, Some(json!({"n": n})));
+    }
+    let first = engine.effect(&org(), ids[0]).await.unwrap();
+    assert_eq!(first.state, EffectState::Committed);
+    for n in 0..SESSIONS {
+        let plan = engine
+            .session_effects(&org(), &session(&format!("s{n}")))
+            .await
+            .unwrap();
+        assert_eq!(plan.len(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_renewal_and_a_commit_of_one_effect_at_once_both_take_effect_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(&dir).await;
+    let id = must_execute(&engine, transfer("s1", 1)).await;
+    let acme = org();
+    let (renewed, committed) = tokio::join!(
+        engine.renew_lease(&acme, id),
+        engine.commit(&acme, id, json!({"ok": true}))
+    );
+    committed.unwrap();
+    // The renewal ran first (and succeeded) or after the commit (and was refused): never lost.
+    if let Err(e) = renewed {
+        assert!(matches!(e, Error::NotPending { .. }), "{e:?}");
+    }
+    let effect = engine.effect(&org(), id).await.unwrap();
+    assert_eq!(effect.state, EffectState::Committed);
+    assert_eq!(effect.result, Some(json!({"ok": true})));
+}
