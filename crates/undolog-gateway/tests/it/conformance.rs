@@ -118,13 +118,13 @@ impl Scenario {
 }
 
 /// The conformance fixture upstream (`conformance_server.py`) on a free port.
-struct Upstream {
-    url: String,
+pub(crate) struct Upstream {
+    pub(crate) url: String,
     _child: Child,
 }
 
 impl Upstream {
-    async fn start() -> Upstream {
+    pub(crate) async fn start() -> Upstream {
         let mut child = spawn(
             Command::new(python("mcp2"))
                 .arg(fixture("conformance_server.py"))

@@ -12,6 +12,7 @@ mod faults;
 mod forwarding;
 mod harness;
 mod http_guards;
+mod input_rounds;
 mod interceptors;
 mod postgres;
 mod rest_and_sdk;
