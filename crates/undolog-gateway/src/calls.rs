@@ -23,6 +23,9 @@ use crate::{
     upstream::{Era, UpstreamError},
 };
 
+/// How the error of an effect recorded for an `input_required` round begins.
+const INPUT_REQUIRED: &str = "input required:";
+
 /// One tool call as a surface received it.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolCall {
@@ -179,11 +182,18 @@ impl Gateway {
                 return Err(Error::Intercepted { effect_id, error });
             }
         };
-        let engine_call = call.to_engine(policy);
+        let mut engine_call = call.to_engine(policy);
         let mut waited_for_approval = false;
         loop {
             let decision = match self.engine.intercept(engine_call.clone()).await {
                 Err(undolog_engine::Error::CallFailed { effect, error }) => {
+                    // An earlier identical call got an input_required round: that is no answer
+                    // to replay. Asking again asks the upstream again, as a call of its own.
+                    if error.starts_with(INPUT_REQUIRED) && engine_call.idempotency_key.is_none() {
+                        let fresh = format!("mcp-input-round:{}", uuid::Uuid::now_v7());
+                        engine_call = engine_call.with_idempotency_key(fresh);
+                        continue;
+                    }
                     return Ok(Outcome::Failed {
                         effect_id: effect,
                         error,
@@ -411,7 +421,7 @@ impl Gateway {
                     .map(|m| m.keys().map(String::as_str).collect())
                     .unwrap_or_default();
                 let error = format!(
-                    "input required: the upstream asked the client for {} before it can finish; \
+                    "{INPUT_REQUIRED} the upstream asked the client for {} before it can finish; \
                      the client's retry with the answers is recorded as its own call",
                     if keys.is_empty() {
                         "more input".to_owned()

@@ -51,8 +51,11 @@ async fn call(gw: &TestGateway, params: Value, capabilities: Value) -> (u16, Val
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_input_required_round_reaches_the_client_and_the_answered_retry_is_its_own_effect() {
     let upstream = Upstream::start().await;
+    // Compensable: identical calls replay, which an input_required round must not.
     let gw = TestGateway::start(&format!(
-        "default_tier = \"read_only\"\n\n[[upstreams]]\nname = \"conformance\"\nurl = {:?}\n",
+        "default_tier = \"read_only\"\n\n[[upstreams]]\nname = \"conformance\"\nurl = {:?}\n\n\
+         [tools.test_input_required_result_elicitation]\ntier = \"compensable\"\n\
+         compensation = {{ tool = \"test_simple_text\", args = {{}} }}\n",
         upstream.url
     ))
     .await;
@@ -69,6 +72,14 @@ async fn an_input_required_round_reaches_the_client_and_the_answered_retry_is_it
     );
     let round_effect = asked["_meta"]["io.undolog/effect_id"].clone();
     assert!(round_effect.is_string(), "names its effect: {first}");
+
+    // Asked again, identically: asked again upstream, not the first round replayed.
+    let (_, again) = call(&gw, ask.clone(), elicitation.clone()).await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    assert_ne!(
+        again["result"]["_meta"]["io.undolog/effect_id"], round_effect,
+        "a round of its own: {again}"
+    );
 
     let mut answered = ask.clone();
     answered["inputResponses"] =
@@ -109,6 +120,10 @@ async fn an_input_required_round_reaches_the_client_and_the_answered_retry_is_it
     assert_eq!(
         summary,
         [
+            (
+                "test_input_required_result_elicitation".into(),
+                "failed".into()
+            ),
             (
                 "test_input_required_result_elicitation".into(),
                 "failed".into()
