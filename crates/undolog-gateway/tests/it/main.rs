@@ -17,4 +17,5 @@ mod interceptors;
 mod postgres;
 mod rest_and_sdk;
 mod semantics;
+mod subscriptions;
 mod undo_steps;
