@@ -40,6 +40,10 @@ const MUST_PASS_DIRECTLY: &[&str] = &[
 ];
 
 async fn check(revision: &str) {
+    // One revision at a time: each run starts two Python upstreams and two Node suites, and the
+    // other tests of this binary run beside them on the same cores.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _turn = ONE_AT_A_TIME.lock().await;
     let direct_upstream = Upstream::start().await;
     let gated_upstream = Upstream::start().await;
     let gateway = TestGateway::start(&format!(
