@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use rmcp::{
-    Peer, RoleServer,
+    ErrorData, Peer, RoleServer,
     model::{
-        CallToolRequest, CallToolRequestParams, ClientRequest, ProgressNotificationParam,
-        RequestMetaObject, ServerResult,
+        CallToolRequest, CallToolRequestParams, ClientRequest, InputResponses,
+        ProgressNotificationParam, RequestMetaObject, ServerResult,
     },
 };
 use serde_json::Value;
@@ -20,7 +20,11 @@ use crate::{
     config::ApprovalMode,
     interceptors::{self, RequestVerdict, ResponseVerdict},
     policy, results,
+    upstream::{Era, UpstreamError},
 };
+
+/// How the error of an effect recorded for an `input_required` round begins.
+const INPUT_REQUIRED: &str = "input required:";
 
 /// One tool call as a surface received it.
 #[derive(Debug, Clone)]
@@ -33,6 +37,37 @@ pub(crate) struct ToolCall {
     pub(crate) idempotency_key: Option<String>,
     /// The MCP request's `_meta` (progress token and the like), passed upstream.
     pub(crate) meta: Option<RequestMetaObject>,
+    /// A retry that answers an upstream's `input_required` round (2026-07-28), passed upstream.
+    pub(crate) round: Option<InputRound>,
+}
+
+/// What a 2026-07-28 client sends back after an `input_required` answer: the responses to the
+/// upstream's input requests and the state it echoes. Each distinct round is its own effect.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InputRound {
+    pub(crate) responses: Option<InputResponses>,
+    pub(crate) state: Option<String>,
+}
+
+impl InputRound {
+    /// `None` when the request carries neither field (a first round, or no round at all).
+    pub(crate) fn of(responses: Option<InputResponses>, state: Option<String>) -> Option<Self> {
+        (responses.is_some() || state.is_some()).then_some(InputRound { responses, state })
+    }
+
+    /// The key that tells this round's effect from the first call's and from other rounds'
+    /// (an identical retry of the same round replays, as any identical call does).
+    fn key(&self) -> String {
+        let both =
+            serde_json::json!({ "inputResponses": self.responses, "requestState": self.state });
+        // Numbers a double cannot carry exactly fall back to serde's text: still one key per round.
+        let canonical =
+            undolog_types::canonical::to_string(&both).unwrap_or_else(|_| both.to_string());
+        format!(
+            "mcp-input-round:{}",
+            blake3::hash(canonical.as_bytes()).to_hex()
+        )
+    }
 }
 
 impl ToolCall {
@@ -45,8 +80,9 @@ impl ToolCall {
             self.args.clone(),
             policy,
         );
-        match &self.idempotency_key {
-            Some(key) => call.with_idempotency_key(key.clone()),
+        let round = self.round.as_ref().map(InputRound::key);
+        match self.idempotency_key.clone().or(round) {
+            Some(key) => call.with_idempotency_key(key),
             None => call,
         }
     }
@@ -59,6 +95,11 @@ pub(crate) struct Caller {
     pub(crate) cancel: CancellationToken,
     /// Answer "awaiting approval" at once even in hold mode (the REST surface).
     pub(crate) never_hold: bool,
+    /// The client's protocol era, which the upstream request speaks too.
+    pub(crate) era: Era,
+    /// Per-request metadata that speaks for the client upstream (2026-07-28: its capabilities,
+    /// so the upstream asks only for input the client can give).
+    pub(crate) upstream_meta: Option<RequestMetaObject>,
 }
 
 /// How a call ended, as every surface reports it.
@@ -78,6 +119,16 @@ pub(crate) enum Outcome {
     Rejected {
         effect_id: Option<EffectId>,
         message: String,
+    },
+    /// The upstream needs the client's input first (a 2026-07-28 `input_required` round):
+    /// `result` is its `InputRequiredResult`, passed to the client; the client's retry with the
+    /// responses is a new call. Recorded as a failed effect whose details are that result.
+    InputRequired { effect_id: EffectId, result: Value },
+    /// The upstream answered the call with a JSON-RPC error, passed to the client as it is.
+    /// Recorded as a failed effect.
+    Refused {
+        effect_id: EffectId,
+        error: ErrorData,
     },
     /// The tool failed, now or (replayed) before. `result` is the upstream's own error result when
     /// it gave one.
@@ -131,11 +182,18 @@ impl Gateway {
                 return Err(Error::Intercepted { effect_id, error });
             }
         };
-        let engine_call = call.to_engine(policy);
+        let mut engine_call = call.to_engine(policy);
         let mut waited_for_approval = false;
         loop {
             let decision = match self.engine.intercept(engine_call.clone()).await {
                 Err(undolog_engine::Error::CallFailed { effect, error }) => {
+                    // An earlier identical call got an input_required round: that is no answer
+                    // to replay. Asking again asks the upstream again, as a call of its own.
+                    if error.starts_with(INPUT_REQUIRED) && engine_call.idempotency_key.is_none() {
+                        let fresh = format!("mcp-input-round:{}", uuid::Uuid::now_v7());
+                        engine_call = engine_call.with_idempotency_key(fresh);
+                        continue;
+                    }
                     return Ok(Outcome::Failed {
                         effect_id: effect,
                         error,
@@ -262,12 +320,24 @@ impl Gateway {
         let mut params = CallToolRequestParams::new(upstream_name.to_owned());
         params.arguments = Some(call.args.as_map().clone());
         params.meta = call.meta.clone();
+        if let Some(round) = &call.round {
+            params.input_responses = round.responses.clone();
+            params.request_state = round.state.clone();
+        }
         let ticket = caller
             .peer
             .clone()
             .map(|peer| conn.relay.register(peer, params.meta.as_ref()));
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let answer = conn.send(&caller.cancel, ticket.as_ref(), request).await;
+        let answer = conn
+            .send(
+                caller.era,
+                &caller.cancel,
+                ticket.as_ref(),
+                request,
+                caller.upstream_meta.clone(),
+            )
+            .await;
         let failed = |error: String, result: Option<Value>| Outcome::Failed {
             effect_id,
             error,
@@ -296,12 +366,10 @@ impl Gateway {
                     },
                 }
             }
-            Ok(ServerResult::InputRequiredResult(_)) => failed(
-                "the upstream asked for input mid-call (an input_required round); the gateway \
-                 does not relay those rounds for recorded tool calls yet"
-                    .into(),
-                None,
-            ),
+            Ok(ServerResult::InputRequiredResult(asked)) => Outcome::InputRequired {
+                effect_id,
+                result: serde_json::to_value(&asked).unwrap_or(Value::Null),
+            },
             Ok(ServerResult::CreateTaskResult(_)) => failed(
                 "the upstream turned the call into a task; the gateway does not record task-based \
                  tool calls yet"
@@ -312,6 +380,9 @@ impl Gateway {
                 "the upstream answered in a form this gateway does not know".into(),
                 None,
             ),
+            // The upstream's own JSON-RPC error (invalid params, a capability the client lacks...)
+            // is the client's answer too, code and data unchanged.
+            Err(UpstreamError::Refused { error, .. }) => Outcome::Refused { effect_id, error },
             Err(e) => failed(e.to_string(), None),
         };
         let recorded = match &outcome {
@@ -329,6 +400,37 @@ impl Gateway {
                 };
                 self.engine
                     .fail_with(&call.org, effect_id, error.clone(), details)
+                    .await
+            }
+            Outcome::Refused { error, .. } => {
+                let details = serde_json::json!({ "error": error });
+                self.engine
+                    .fail_with(
+                        &call.org,
+                        effect_id,
+                        format!("the upstream refused the call: {}", error.message),
+                        Some(details),
+                    )
+                    .await
+            }
+            Outcome::InputRequired { result, .. } => {
+                // Not done and not to be undone: the tool has not finished; the retry is a new call.
+                let keys: Vec<&str> = result
+                    .get("inputRequests")
+                    .and_then(Value::as_object)
+                    .map(|m| m.keys().map(String::as_str).collect())
+                    .unwrap_or_default();
+                let error = format!(
+                    "{INPUT_REQUIRED} the upstream asked the client for {} before it can finish; \
+                     the client's retry with the answers is recorded as its own call",
+                    if keys.is_empty() {
+                        "more input".to_owned()
+                    } else {
+                        keys.join(", ")
+                    }
+                );
+                self.engine
+                    .fail_with(&call.org, effect_id, error, Some(result.clone()))
                     .await
             }
             _ => Ok(()),

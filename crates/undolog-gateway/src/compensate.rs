@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 use undolog_engine::{Compensated, Compensator};
 use undolog_store::Effect;
 
-use crate::{Gateway, results, template::Template};
+use crate::{Gateway, results, template::Template, upstream::Era};
 
 /// How an SDK names a compensation that is a function in its own process, not an upstream tool.
 const SDK_PREFIX: &str = "sdk:";
@@ -58,7 +58,7 @@ impl Compensator for UpstreamCompensator<'_> {
         let mut params = CallToolRequestParams::new(route.name.clone());
         params.arguments = Some(args);
         let answer = conn
-            .request(&CancellationToken::new(), |peer| async move {
+            .request(Era::Session, &CancellationToken::new(), |peer| async move {
                 peer.call_tool_once(params).await
             })
             .await

@@ -10,10 +10,11 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-        CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
-        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, Reference,
-        RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+        CustomRequest, CustomResult, DiscoverResult, GetPromptRequestParams, GetPromptResponse,
+        Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        Reference, RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+        SubscribeRequestParams, UnsubscribeRequestParams,
     },
     service::RequestContext,
 };
@@ -22,9 +23,9 @@ use undolog_types::{Args, SessionId};
 
 use crate::{
     Error, Gateway, Principal,
-    calls::{Caller, ToolCall},
+    calls::{Caller, InputRound, Outcome, ToolCall},
     results,
-    upstream::UpstreamError,
+    upstream::{Era, UpstreamError},
 };
 
 /// Header that pins the UndoLog session, whatever the transport's own session is.
@@ -101,8 +102,28 @@ impl McpFront {
             peer: Some(context.peer.clone()),
             cancel: context.ct.clone(),
             never_hold: false,
+            era: era(context),
+            upstream_meta: client_capabilities(context),
         }
     }
+}
+
+/// The protocol era of the client's request, which its upstream request speaks too.
+fn era(context: &RequestContext<RoleServer>) -> Era {
+    Era::of(context.protocol_version().as_ref())
+}
+
+/// A 2026-07-28 client's capabilities, for its upstream request: the upstream then asks only
+/// for the input this client can give (the gateway passes `input_required` rounds through).
+fn client_capabilities(context: &RequestContext<RoleServer>) -> Option<RequestMetaObject> {
+    if era(context) != Era::Stateless {
+        return None;
+    }
+    // A client that declared none has none: the upstream must not see the gateway's.
+    let capabilities = context.client_capabilities().unwrap_or_default();
+    let mut meta = RequestMetaObject::default();
+    meta.set_client_capabilities(capabilities);
+    Some(meta)
 }
 
 fn fresh_session() -> SessionId {
@@ -136,6 +157,7 @@ impl ServerHandler for McpFront {
             .enable_tools()
             .enable_prompts()
             .enable_resources()
+            .enable_resources_subscribe()
             .enable_completions()
             .enable_logging()
             .build();
@@ -149,6 +171,23 @@ impl ServerHandler for McpFront {
                 .into(),
         );
         info
+    }
+
+    /// What a 2026-07-28 client discovers: the same, less `resources.subscribe`, which in that
+    /// revision promises `subscriptions/listen` (not served by the gateway yet); 2025-11-25
+    /// clients subscribe with `resources/subscribe`.
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let mut info = self.get_info();
+        if let Some(resources) = info.capabilities.resources.as_mut() {
+            resources.subscribe = None;
+        }
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
     }
 
     async fn list_tools(
@@ -178,13 +217,17 @@ impl ServerHandler for McpFront {
             args,
             idempotency_key: None,
             meta: forwarded_meta(request.meta.as_ref().unwrap_or(&context.meta)),
+            round: InputRound::of(request.input_responses, request.request_state),
         };
         let outcome = self
             .gateway
             .call_tool(call, &Self::caller(&context))
             .await
             .map_err(|e| e.to_jsonrpc())?;
-        Ok(results::to_mcp(&outcome).into())
+        if let Outcome::Refused { error, .. } = outcome {
+            return Err(error);
+        }
+        Ok(results::to_mcp_response(&outcome))
     }
 
     async fn on_custom_request(
@@ -228,7 +271,7 @@ impl ServerHandler for McpFront {
         let _ticket = conn
             .relay
             .register(context.peer.clone(), request.meta.as_ref());
-        conn.request(&context.ct, |peer| async move {
+        conn.request(era(&context), &context.ct, |peer| async move {
             peer.get_prompt_once(request).await
         })
         .await
@@ -243,7 +286,7 @@ impl ServerHandler for McpFront {
         let mut all = Vec::new();
         for (index, conn) in self.gateway.upstreams.connections().iter().enumerate() {
             match conn
-                .request(&context.ct, |peer| async move {
+                .request(era(&context), &context.ct, |peer| async move {
                     peer.list_all_resources().await
                 })
                 .await
@@ -269,7 +312,7 @@ impl ServerHandler for McpFront {
         let mut all = Vec::new();
         for conn in self.gateway.upstreams.connections() {
             match conn
-                .request(&context.ct, |peer| async move {
+                .request(era(&context), &context.ct, |peer| async move {
                     peer.list_all_resource_templates().await
                 })
                 .await
@@ -299,7 +342,7 @@ impl ServerHandler for McpFront {
                 .relay
                 .register(context.peer.clone(), request.meta.as_ref());
             match conn
-                .request(&context.ct, |peer| async move {
+                .request(era(&context), &context.ct, |peer| async move {
                     peer.read_resource_once(request).await
                 })
                 .await
@@ -311,6 +354,71 @@ impl ServerHandler for McpFront {
         Err(last.unwrap_or_else(|| {
             ErrorData::resource_not_found(format!("no upstream has {}", request.uri), None)
         }))
+    }
+
+    /// Forwarded to the upstreams that may have the resource (the first that accepts keeps the
+    /// subscription); its `notifications/resources/updated` come back to every subscriber.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let mut last = None;
+        for index in self
+            .gateway
+            .upstreams
+            .resource_candidates(&request.uri)
+            .await
+        {
+            let conn = self.gateway.upstreams.connection(index);
+            if !conn.relay.subscribe(&request.uri, context.peer.clone()) {
+                return Ok(());
+            }
+            let forwarded = request.clone();
+            match conn
+                .request(era(&context), &context.ct, |peer| async move {
+                    peer.subscribe(forwarded).await
+                })
+                .await
+            {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    conn.relay.unsubscribe(&request.uri);
+                    last = Some(upstream_error(e));
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            ErrorData::resource_not_found(format!("no upstream has {}", request.uri), None)
+        }))
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        for index in self
+            .gateway
+            .upstreams
+            .resource_candidates(&request.uri)
+            .await
+        {
+            let conn = self.gateway.upstreams.connection(index);
+            if !conn.relay.unsubscribe(&request.uri) {
+                continue;
+            }
+            let forwarded = request.clone();
+            let sent = conn
+                .request(era(&context), &context.ct, |peer| async move {
+                    peer.unsubscribe(forwarded).await
+                })
+                .await;
+            if let Err(e) = sent {
+                tracing::debug!(upstream = %conn.name(), error = %e, "unsubscribe not forwarded");
+            }
+        }
+        Ok(())
     }
 
     async fn complete(
@@ -347,10 +455,9 @@ impl ServerHandler for McpFront {
             let conn = self.gateway.upstreams.connection(index);
             let request = request.clone();
             match conn
-                .request(
-                    &context.ct,
-                    |peer| async move { peer.complete(request).await },
-                )
+                .request(era(&context), &context.ct, |peer| async move {
+                    peer.complete(request).await
+                })
                 .await
             {
                 Ok(done) => return Ok(done),
@@ -368,10 +475,9 @@ impl ServerHandler for McpFront {
         for conn in self.gateway.upstreams.connections() {
             let request = request.clone();
             let sent = conn
-                .request(
-                    &context.ct,
-                    |peer| async move { peer.set_level(request).await },
-                )
+                .request(era(&context), &context.ct, |peer| async move {
+                    peer.set_level(request).await
+                })
                 .await;
             if let Err(e) = sent {
                 tracing::debug!(upstream = %conn.name(), error = %e, "log level not set");

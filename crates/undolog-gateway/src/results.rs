@@ -1,7 +1,9 @@
 //! Tool results between the wire and the log: what is recorded, what a compensation template
 //! reads, and the MCP result each outcome becomes (with `_meta["io.undolog/…"]`).
 
-use rmcp::model::{CallToolResult, ContentBlock, MetaObject, ResultType};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, InputRequiredResult, MetaObject, ResultType,
+};
 use serde_json::{Value, json};
 
 use crate::calls::Outcome;
@@ -60,7 +62,22 @@ pub(crate) fn template_view(result: Option<&Value>) -> Value {
     serde_json::from_str(&text).unwrap_or(Value::String(text))
 }
 
-/// The MCP answer to a `tools/call`.
+/// The MCP answer to a `tools/call`: the upstream's `input_required` round as it sent it (its
+/// `_meta` naming the effect), every other outcome as a [`to_mcp`] result.
+pub(crate) fn to_mcp_response(outcome: &Outcome) -> CallToolResponse {
+    if let Outcome::InputRequired { effect_id, result } = outcome
+        && let Ok(mut asked) = serde_json::from_value::<InputRequiredResult>(result.clone())
+    {
+        let mut meta = asked.meta.take().unwrap_or_default();
+        meta.0
+            .insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
+        asked.meta = Some(meta);
+        return CallToolResponse::InputRequired(asked);
+    }
+    to_mcp(outcome).into()
+}
+
+/// The MCP result of a `tools/call` outcome.
 pub(crate) fn to_mcp(outcome: &Outcome) -> CallToolResult {
     let mut meta = serde_json::Map::new();
     let result = match outcome {
@@ -85,6 +102,20 @@ pub(crate) fn to_mcp(outcome: &Outcome) -> CallToolResult {
                 Some(result) => recorded(result),
                 None => CallToolResult::error(vec![ContentBlock::text(error.clone())]),
             }
+        }
+        Outcome::Refused { effect_id, error } => {
+            meta.insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "the upstream refused the call: {}",
+                error.message
+            ))])
+        }
+        Outcome::InputRequired { effect_id, .. } => {
+            meta.insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
+            CallToolResult::error(vec![ContentBlock::text(
+                "the upstream asked for the client's input (an input_required round) and its \
+                 request could not be passed on",
+            )])
         }
         Outcome::Rejected { effect_id, message } => {
             if let Some(id) = effect_id {

@@ -38,6 +38,7 @@ pub struct GatewayConfig {
     pub prefix_separator: String,
     pub approvals: ApprovalSettings,
     pub limits: Limits,
+    pub http: HttpSettings,
     pub store_pool: undolog_store::PoolSettings,
     pub upstreams: Vec<UpstreamConfig>,
     /// Per exposed tool name.
@@ -113,6 +114,15 @@ pub struct Limits {
     pub upstream_timeout: Duration,
 }
 
+/// The `Host` and `Origin` headers `/mcp` accepts. `None`: the default for the listen address
+/// (bound to loopback: loopback names only; beyond it: any Host, no Origin check). An empty
+/// list (written `["*"]`) accepts any.
+#[derive(Debug, Clone, Default)]
+pub struct HttpSettings {
+    pub allowed_hosts: Option<Vec<String>>,
+    pub allowed_origins: Option<Vec<String>>,
+}
+
 #[derive(Debug, Clone)]
 pub struct UpstreamConfig {
     pub name: String,
@@ -174,6 +184,7 @@ const ENV_KEYS: &[&str] = &[
     "prefix_separator",
     "approvals",
     "limits",
+    "http",
     "store_pool",
 ];
 

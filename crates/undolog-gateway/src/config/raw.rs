@@ -20,6 +20,8 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub(crate) limits: RawLimits,
     #[serde(default)]
+    pub(crate) http: RawHttp,
+    #[serde(default)]
     pub(crate) store_pool: RawStorePool,
     #[serde(default)]
     pub(crate) upstreams: Vec<RawUpstream>,
@@ -73,6 +75,16 @@ pub(crate) struct RawApprovals {
 pub(crate) struct RawLimits {
     pub(crate) max_body_bytes: Option<usize>,
     pub(crate) upstream_timeout_secs: Option<u64>,
+}
+
+/// Which `Host` and `Origin` headers `/mcp` accepts (DNS-rebinding protection).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHttp {
+    /// Host names or `host:port`; `["*"]` accepts any.
+    pub(crate) allowed_hosts: Option<Vec<String>>,
+    /// Origins with a scheme (`https://app.example.com`, `http://localhost:*`); `["*"]` accepts any.
+    pub(crate) allowed_origins: Option<Vec<String>>,
 }
 
 /// Connection pool of a PostgreSQL store (the embedded store keeps one connection).

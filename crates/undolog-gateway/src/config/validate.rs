@@ -7,8 +7,8 @@ use undolog_store::{Compensation, StoreUrl};
 use undolog_types::Tier;
 
 use super::{
-    ApprovalMode, ApprovalSettings, Error, GatewayConfig, Limits, RawConfig, Secret, ToolSettings,
-    UpstreamConfig, UpstreamTransport,
+    ApprovalMode, ApprovalSettings, Error, GatewayConfig, HttpSettings, Limits, RawConfig, Secret,
+    ToolSettings, UpstreamConfig, UpstreamTransport,
     raw::{RawCompensation, RawTool, RawUpstream},
 };
 use crate::template::Template;
@@ -47,6 +47,10 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
             raw.limits.upstream_timeout_secs,
             30,
         )?),
+    };
+    let http = HttpSettings {
+        allowed_hosts: allowed("http.allowed_hosts", raw.http.allowed_hosts, false)?,
+        allowed_origins: allowed("http.allowed_origins", raw.http.allowed_origins, true)?,
     };
 
     let pool = &raw.store_pool;
@@ -116,10 +120,53 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         prefix_separator,
         approvals,
         limits,
+        http,
         store_pool,
         upstreams,
         tools,
     })
+}
+
+/// An allow-list as written: `["*"]` becomes the empty list (accept any); origins need a scheme.
+fn allowed(
+    key: &str,
+    list: Option<Vec<String>>,
+    origins: bool,
+) -> Result<Option<Vec<String>>, Error> {
+    let Some(list) = list else {
+        return Ok(None);
+    };
+    if list.iter().any(|entry| entry == "*") {
+        if list.len() > 1 {
+            return Err(Error::key(
+                key,
+                "\"*\" accepts any value; write it alone or list the values",
+            ));
+        }
+        return Ok(Some(Vec::new()));
+    }
+    if list.is_empty() {
+        return Err(Error::key(
+            key,
+            "is empty; list the values to accept, or [\"*\"] to accept any",
+        ));
+    }
+    for entry in &list {
+        if entry.trim().is_empty() || (origins && entry != "null" && !entry.contains("://")) {
+            return Err(Error::key(
+                key,
+                format!(
+                    "{entry:?} is not {}",
+                    if origins {
+                        "an origin; write it with its scheme, such as \"https://app.example.com\""
+                    } else {
+                        "a host name; write a name or host:port, such as \"gateway.internal:8080\""
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(Some(list))
 }
 
 fn tier(key: &str, text: &str) -> Result<Tier, Error> {

@@ -24,19 +24,55 @@ use rmcp::transport::streamable_http_server::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{Gateway, auth, mcp::McpFront};
+use crate::{Gateway, auth, config::HttpSettings, mcp::McpFront};
 
 pub(crate) use body::JsonBody;
 
+/// Origins of pages served from this machine: what a browser on a loopback-bound gateway's own
+/// machine may send (any port).
+const LOOPBACK_ORIGINS: &[&str] = &[
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
+/// DNS-rebinding protection for `/mcp`: a page on some other site whose name resolves to
+/// 127.0.0.1 reaches a loopback-bound gateway with its own `Host` and `Origin`, which are refused
+/// (403). Bound beyond loopback (which needs API keys) the names are the operator's, unchecked
+/// unless configured. `[http] allowed_hosts` / `allowed_origins` replace either default.
+fn rebinding_protection(
+    config: StreamableHttpServerConfig,
+    http: &HttpSettings,
+    addr: SocketAddr,
+) -> StreamableHttpServerConfig {
+    let loopback = addr.ip().is_loopback();
+    let config = match &http.allowed_hosts {
+        Some(hosts) if hosts.is_empty() => config.disable_allowed_hosts(),
+        Some(hosts) => config.with_allowed_hosts(hosts.clone()),
+        // rmcp's default list is the loopback names.
+        None if loopback => config,
+        None => config.disable_allowed_hosts(),
+    };
+    match &http.allowed_origins {
+        Some(origins) if origins.is_empty() => config.disable_allowed_origins(),
+        Some(origins) => config.with_allowed_origins(origins.clone()),
+        None if loopback => config.with_allowed_origins(LOOPBACK_ORIGINS.iter().copied()),
+        None => config.disable_allowed_origins(),
+    }
+}
+
 pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: CancellationToken) -> Router {
     let limits = &gateway.config.limits;
-    let mut mcp_config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(cancel)
-        .with_max_request_body_bytes(limits.max_body_bytes);
-    if !addr.ip().is_loopback() {
-        // Bound beyond loopback (which needs API keys), the Host names are the operator's.
-        mcp_config = mcp_config.disable_allowed_hosts();
-    }
+    let mcp_config = rebinding_protection(
+        StreamableHttpServerConfig::default()
+            .with_cancellation_token(cancel)
+            .with_max_request_body_bytes(limits.max_body_bytes),
+        &gateway.config.http,
+        addr,
+    );
     let factory_gateway = gateway.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(McpFront::http(factory_gateway.clone())),

@@ -49,6 +49,7 @@ pub(crate) async fn tool_call(
             .map_err(|e| Error::BadRequest(format!("arguments: {e}")))?,
         idempotency_key: header(&headers, "idempotency-key").map(str::to_owned),
         meta: None,
+        round: None,
     };
     let caller = Caller {
         never_hold: true,
@@ -95,6 +96,28 @@ fn respond(outcome: &Outcome) -> Response {
                 "outcome": "rejected",
                 "effect_id": effect_id.map(|id| id.to_string()),
                 "error": message,
+            }),
+        ),
+        Outcome::Refused { effect_id, error } => (
+            StatusCode::BAD_GATEWAY,
+            json!({
+                "outcome": "failed",
+                "effect_id": effect_id.to_string(),
+                "replayed": false,
+                "error": format!("the upstream refused the call: {}", error.message),
+                "upstream_error": error,
+            }),
+        ),
+        // The REST call has no way to answer the upstream's questions.
+        Outcome::InputRequired { effect_id, result } => (
+            StatusCode::BAD_GATEWAY,
+            json!({
+                "outcome": "failed",
+                "effect_id": effect_id.to_string(),
+                "replayed": false,
+                "error": "the upstream asked for the client's input (an input_required round); \
+                          call this tool over MCP (2026-07-28) to answer it",
+                "input_required": result,
             }),
         ),
         Outcome::Failed {

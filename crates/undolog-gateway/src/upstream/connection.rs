@@ -1,14 +1,22 @@
 //! One upstream MCP server and the gateway's connection to it: opened at start, reopened (a
 //! stdio server restarted) on the next use after it drops, every request bounded by a timeout.
+//!
+//! A Streamable HTTP upstream gets one connection per protocol era, so each client request reaches
+//! it in the client's own era: a 2025-11-25 session (where the upstream calls back mid-request for
+//! sampling, elicitation and roots, relayed to the client) or 2026-07-28 stateless requests (where
+//! the upstream answers `input_required` and the client's retry carries the answers). A stdio
+//! server is one process, so every era shares its one session.
 
 use std::{sync::Arc, time::Duration};
 
 use http::{HeaderName, HeaderValue};
 use rmcp::{
     ErrorData, Peer, RoleClient, ServiceError, ServiceExt,
-    model::{CancelledNotificationParam, ClientRequest, ServerResult},
+    model::{
+        CancelledNotificationParam, ClientRequest, ProtocolVersion, RequestMetaObject, ServerResult,
+    },
     service::PeerRequestOptions,
-    service::RunningService,
+    service::{ClientLifecycleMode, ClientServiceExt, RunningService},
     transport::{
         StreamableHttpClientTransport, TokioChildProcess,
         streamable_http_client::StreamableHttpClientTransportConfig,
@@ -47,6 +55,26 @@ pub(crate) enum UpstreamError {
 
 type Running = RunningService<RoleClient, UpstreamClient>;
 
+/// The protocol era a request reaches the upstream in: the client's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Era {
+    /// 2025-11-25 and older: an `initialize`d session (also the gateway's own requests).
+    #[default]
+    Session,
+    /// 2026-07-28 and newer: stateless requests with per-request metadata.
+    Stateless,
+}
+
+impl Era {
+    /// The era of a client request that negotiated (or sent) `version`.
+    pub(crate) fn of(version: Option<&ProtocolVersion>) -> Era {
+        match version {
+            Some(v) if v.as_str() >= ProtocolVersion::V_2026_07_28.as_str() => Era::Stateless,
+            _ => Era::Session,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Connection {
     pub(crate) config: UpstreamConfig,
@@ -55,6 +83,8 @@ pub(crate) struct Connection {
     /// The demo bank keeps its balances across reconnections.
     demo: DemoBank,
     running: Mutex<Option<Running>>,
+    /// The 2026-07-28 connection of a Streamable HTTP upstream (others use `running` for both).
+    stateless: Mutex<Option<Running>>,
 }
 
 impl Connection {
@@ -65,6 +95,7 @@ impl Connection {
             timeout,
             demo: DemoBank::default(),
             running: Mutex::new(None),
+            stateless: Mutex::new(None),
         }
     }
 
@@ -73,8 +104,17 @@ impl Connection {
     }
 
     /// The live connection's peer, connecting (or restarting the server) first when needed.
-    pub(crate) async fn peer(&self) -> Result<Peer<RoleClient>, UpstreamError> {
-        let mut running = self.running.lock().await;
+    /// The connection requests of `era` go over: its own for a Streamable HTTP upstream.
+    fn slot(&self, era: Era) -> (&Mutex<Option<Running>>, Era) {
+        match (&self.config.transport, era) {
+            (UpstreamTransport::Http { .. }, Era::Stateless) => (&self.stateless, Era::Stateless),
+            _ => (&self.running, Era::Session),
+        }
+    }
+
+    pub(crate) async fn peer(&self, era: Era) -> Result<Peer<RoleClient>, UpstreamError> {
+        let (slot, era) = self.slot(era);
+        let mut running = slot.lock().await;
         if let Some(live) = running.as_ref()
             && !live.is_closed()
         {
@@ -83,7 +123,7 @@ impl Connection {
         if running.take().is_some() {
             tracing::warn!(upstream = %self.name(), "upstream connection dropped; reconnecting");
         }
-        let fresh = tokio::time::timeout(self.timeout, self.connect())
+        let fresh = tokio::time::timeout(self.timeout, self.connect(era))
             .await
             .map_err(|_| UpstreamError::TimedOut {
                 upstream: self.name().to_owned(),
@@ -94,7 +134,7 @@ impl Connection {
         Ok(peer)
     }
 
-    async fn connect(&self) -> Result<Running, UpstreamError> {
+    async fn connect(&self, era: Era) -> Result<Running, UpstreamError> {
         let client = UpstreamClient {
             relay: self.relay.clone(),
             upstream: self.name().to_owned(),
@@ -135,13 +175,23 @@ impl Connection {
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
-                client
-                    .serve(StreamableHttpClientTransport::from_config(config))
-                    .await
+                let transport = StreamableHttpClientTransport::from_config(config);
+                match era {
+                    Era::Session => client.serve(transport).await,
+                    // An upstream that only speaks sessions answers the probe as legacy; the
+                    // connection is then a session like the other one.
+                    Era::Stateless => {
+                        let lifecycle = ClientLifecycleMode::Auto {
+                            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                        };
+                        client.serve_with_lifecycle(transport, lifecycle).await
+                    }
+                }
             }
         };
         let running = running.map_err(|e| unavailable(e.to_string()))?;
-        tracing::info!(upstream = %self.name(), "connected to upstream");
+        tracing::info!(upstream = %self.name(), ?era, "connected to upstream");
         Ok(running)
     }
 
@@ -149,17 +199,21 @@ impl Connection {
     /// the client's cancellation; either one cancels the request upstream too.
     pub(crate) async fn send(
         &self,
+        era: Era,
         cancel: &tokio_util::sync::CancellationToken,
         ticket: Option<&Ticket>,
         request: ClientRequest,
+        meta: Option<RequestMetaObject>,
     ) -> Result<ServerResult, UpstreamError> {
-        let peer = self.peer().await?;
-        let handle = peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await;
+        let peer = self.peer(era).await?;
+        // `meta` goes in after the connection's own per-request metadata, so it can speak for
+        // the client (its capabilities) rather than for the gateway.
+        let mut options = PeerRequestOptions::no_options();
+        options.meta = meta;
+        let handle = peer.send_request_with_option(request, options).await;
         let handle = match handle {
             Ok(handle) => handle,
-            Err(e) => return Err(self.failed(e).await),
+            Err(e) => return Err(self.failed(era, e).await),
         };
         if let Some(ticket) = ticket {
             ticket.bind(handle.progress_token.clone());
@@ -172,7 +226,7 @@ impl Connection {
         if let Some(answer) = answer {
             return match answer {
                 Ok(result) => Ok(result),
-                Err(e) => Err(self.failed(e).await),
+                Err(e) => Err(self.failed(era, e).await),
             };
         }
         let cancelled = cancel.is_cancelled();
@@ -197,6 +251,7 @@ impl Connection {
     /// cancellation. A dropped connection is reported, and reopened on the next use.
     pub(crate) async fn request<T, F, Fut>(
         &self,
+        era: Era,
         cancel: &tokio_util::sync::CancellationToken,
         send: F,
     ) -> Result<T, UpstreamError>
@@ -204,7 +259,7 @@ impl Connection {
         F: FnOnce(Peer<RoleClient>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
     {
-        let peer = self.peer().await?;
+        let peer = self.peer(era).await?;
         let answer = tokio::select! {
             answer = tokio::time::timeout(self.timeout, send(peer)) => answer,
             () = cancel.cancelled() => return Err(UpstreamError::Cancelled),
@@ -215,12 +270,12 @@ impl Connection {
                 after: self.timeout,
             }),
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(self.failed(e).await),
+            Ok(Err(e)) => Err(self.failed(era, e).await),
         }
     }
 
     /// What an SDK error means for the caller; a broken connection is forgotten, to be reopened.
-    async fn failed(&self, e: ServiceError) -> UpstreamError {
+    async fn failed(&self, era: Era, e: ServiceError) -> UpstreamError {
         let upstream = self.name().to_owned();
         match e {
             ServiceError::McpError(error) => UpstreamError::Refused { upstream, error },
@@ -232,15 +287,15 @@ impl Connection {
             ServiceError::Cancelled { .. } => UpstreamError::Cancelled,
             other => {
                 tracing::warn!(upstream = %upstream, error = %other, "upstream request failed");
-                self.forget_connection().await;
+                self.forget_connection(era).await;
                 UpstreamError::Closed { upstream }
             }
         }
     }
 
     /// The connection broke: the next request opens a new one (restarting a stdio server).
-    async fn forget_connection(&self) {
-        if let Some(mut broken) = self.running.lock().await.take() {
+    async fn forget_connection(&self, era: Era) {
+        if let Some(mut broken) = self.slot(era).0.lock().await.take() {
             tokio::spawn(async move { drop(broken.close().await) });
         }
     }

@@ -12,7 +12,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use rmcp::model::{Prompt, Resource, Tool};
 use tokio::sync::RwLock;
 
-pub(crate) use connection::{Connection, UpstreamError};
+pub(crate) use connection::{Connection, Era, UpstreamError};
 
 use crate::config::UpstreamConfig;
 
@@ -77,10 +77,14 @@ impl Upstreams {
         let mut listed = Vec::with_capacity(self.connections.len());
         for conn in &self.connections {
             let tools = conn
-                .request(&never, |peer| async move { peer.list_all_tools().await })
+                .request(Era::Session, &never, |peer| async move {
+                    peer.list_all_tools().await
+                })
                 .await;
             let prompts = conn
-                .request(&never, |peer| async move { peer.list_all_prompts().await })
+                .request(Era::Session, &never, |peer| async move {
+                    peer.list_all_prompts().await
+                })
                 .await;
             if let Err(e) = &tools {
                 tracing::warn!(upstream = %conn.name(), error = %e, "cannot list tools");

@@ -4,7 +4,7 @@
 //! is waiting on which upstream. The SDK gives every upstream request a progress token of its own;
 //! progress under that token is mapped back to the client's token and client. Server-to-client
 //! requests (sampling, elicitation, roots) and log messages go to the client whose request is the
-//! newest in flight on that upstream.
+//! newest in flight on that upstream; resource updates go to the clients subscribed to the URI.
 
 // Sampling, roots and logging are deprecated in 2026-07-28, but 2025-11-25 clients (most of them
 // today) still use them, and the gateway relays them faithfully.
@@ -28,7 +28,7 @@ use rmcp::{
         ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
         ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
         LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
-        RequestMetaObject,
+        RequestMetaObject, ResourceUpdatedNotificationParam,
     },
     service::{NotificationContext, RequestContext},
 };
@@ -40,6 +40,8 @@ pub(crate) struct Relay {
     in_flight: Mutex<BTreeMap<u64, InFlight>>,
     /// The gateway's interceptor chain, set once it has started.
     interceptors: OnceLock<Arc<Interceptors>>,
+    /// Resource URI → the 2025-11-25 clients subscribed to it through this upstream.
+    subscribers: Mutex<BTreeMap<String, Vec<Peer<RoleServer>>>>,
 }
 
 #[derive(Debug)]
@@ -119,6 +121,38 @@ impl Relay {
             Some(chain) => chain.relayed(event, phase, value).await,
             None => Ok(value),
         }
+    }
+
+    /// Notes that `client` subscribed to `uri`; `true` when it is the first live subscriber, so
+    /// the upstream subscription is to be made.
+    pub(crate) fn subscribe(&self, uri: &str, client: Peer<RoleServer>) -> bool {
+        let mut subscribers = self.subscribers.lock().expect("relay lock");
+        let list = subscribers.entry(uri.to_owned()).or_default();
+        list.retain(|p| !p.is_transport_closed());
+        list.push(client);
+        list.len() == 1
+    }
+
+    /// Forgets the subscriptions to `uri` of clients that are gone, and, the client having
+    /// asked, one of those still there (the peers of one session cannot be told apart); `true`
+    /// when none is left, so the upstream subscription is to be dropped.
+    pub(crate) fn unsubscribe(&self, uri: &str) -> bool {
+        let mut subscribers = self.subscribers.lock().expect("relay lock");
+        let Some(list) = subscribers.get_mut(uri) else {
+            return true;
+        };
+        list.retain(|p| !p.is_transport_closed());
+        list.pop();
+        let none_left = list.is_empty();
+        if none_left {
+            subscribers.remove(uri);
+        }
+        none_left
+    }
+
+    fn subscribed(&self, uri: &str) -> Vec<Peer<RoleServer>> {
+        let subscribers = self.subscribers.lock().expect("relay lock");
+        subscribers.get(uri).cloned().unwrap_or_default()
     }
 
     fn newest_client(&self) -> Option<Peer<RoleServer>> {
@@ -227,6 +261,18 @@ impl ClientHandler for UpstreamClient {
             params.progress_token = token;
             if let Err(e) = client.notify_progress(params).await {
                 tracing::debug!(upstream = %self.upstream, error = %e, "progress not relayed");
+            }
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        for client in self.relay.subscribed(&params.uri) {
+            if let Err(e) = client.notify_resource_updated(params.clone()).await {
+                tracing::debug!(upstream = %self.upstream, error = %e, "resource update not relayed");
             }
         }
     }

@@ -34,6 +34,21 @@ fn each_mistake_names_its_key_and_the_fix() {
         ),
         ("store = \"mysql://x\"", "`store`", "sqlite://"),
         (
+            "[http]\nallowed_origins = [\"app.example.com\"]",
+            "`http.allowed_origins`",
+            "with its scheme",
+        ),
+        (
+            "[http]\nallowed_hosts = [\"*\", \"a.test\"]",
+            "`http.allowed_hosts`",
+            "write it alone",
+        ),
+        (
+            "[http]\nallowed_hosts = []",
+            "`http.allowed_hosts`",
+            "[\"*\"] to accept any",
+        ),
+        (
             "[[upstreams]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://y\"",
             "`upstreams[0]`",
             "exactly one of",

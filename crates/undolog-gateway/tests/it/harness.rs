@@ -59,7 +59,7 @@ pub(crate) fn spawn(cmd: &mut Command) -> Child {
         .expect("the fixture starts")
 }
 
-async fn first_line(out: &mut Lines<BufReader<ChildStdout>>) -> Value {
+pub(crate) async fn first_line(out: &mut Lines<BufReader<ChildStdout>>) -> Value {
     let line = tokio::time::timeout(Duration::from_secs(60), out.next_line())
         .await
         .expect("the fixture prints its ready line within a minute")

@@ -1,16 +1,21 @@
 //! The gateway with real parts: official Python MCP clients (2.x modern and legacy, 1.x), the
-//! Python bank upstream over Streamable HTTP and stdio, and the npm reference server-memory.
+//! Python bank upstream over Streamable HTTP and stdio, the npm reference server-memory, and the
+//! MCP conformance suite against its own fixture upstream, directly and through the gateway.
 
 mod bad_input;
 mod clients;
 mod config;
+mod conformance;
 mod dashboard;
 mod events;
 mod faults;
 mod forwarding;
 mod harness;
+mod http_guards;
+mod input_rounds;
 mod interceptors;
 mod postgres;
 mod rest_and_sdk;
 mod semantics;
+mod subscriptions;
 mod undo_steps;

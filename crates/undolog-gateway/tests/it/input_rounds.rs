@@ -1,0 +1,145 @@
+//! A 2026-07-28 tool call that the upstream answers with `input_required`: the client gets the
+//! upstream's request, that round is recorded as a failed effect (never committed, so never
+//! compensated), and the retry carrying the answers is its own recorded call. An upstream's
+//! JSON-RPC error reaches the client unchanged.
+
+use serde_json::{Value, json};
+
+use crate::{conformance::Upstream, harness::TestGateway};
+
+const MODERN: &str = "2026-07-28";
+const SESSION: &str = "rounds";
+
+/// A stateless 2026-07-28 `tools/call` with these client capabilities; the HTTP status and the
+/// JSON-RPC response.
+async fn call(gw: &TestGateway, params: Value, capabilities: Value) -> (u16, Value) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities
+    });
+    let name = params["name"].as_str().unwrap().to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    let response = gw
+        .http
+        .post(gw.mcp_url())
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", name)
+        .header("x-undolog-session-id", SESSION)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    // A JSON body, or an SSE stream whose last data line is the response.
+    let json = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim))
+        .rfind(|l| !l.is_empty())
+        .unwrap_or(&text);
+    (
+        status,
+        serde_json::from_str(json).unwrap_or_else(|_| panic!("not JSON-RPC: {text}")),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_required_round_reaches_the_client_and_the_answered_retry_is_its_own_effect() {
+    let upstream = Upstream::start().await;
+    // Compensable: identical calls replay, which an input_required round must not.
+    let gw = TestGateway::start(&format!(
+        "default_tier = \"read_only\"\n\n[[upstreams]]\nname = \"conformance\"\nurl = {:?}\n\n\
+         [tools.test_input_required_result_elicitation]\ntier = \"compensable\"\n\
+         compensation = {{ tool = \"test_simple_text\", args = {{}} }}\n",
+        upstream.url
+    ))
+    .await;
+    let ask = json!({"name": "test_input_required_result_elicitation", "arguments": {}});
+    let elicitation = json!({"elicitation": {}});
+
+    let (status, first) = call(&gw, ask.clone(), elicitation.clone()).await;
+    assert_eq!(status, 200, "{first}");
+    let asked = &first["result"];
+    assert_eq!(asked["resultType"], "input_required", "{first}");
+    assert_eq!(
+        asked["inputRequests"]["user_name"]["method"], "elicitation/create",
+        "the upstream's request, unchanged: {first}"
+    );
+    let round_effect = asked["_meta"]["io.undolog/effect_id"].clone();
+    assert!(round_effect.is_string(), "names its effect: {first}");
+
+    // Asked again, identically: asked again upstream, not the first round replayed.
+    let (_, again) = call(&gw, ask.clone(), elicitation.clone()).await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    assert_ne!(
+        again["result"]["_meta"]["io.undolog/effect_id"], round_effect,
+        "a round of its own: {again}"
+    );
+
+    let mut answered = ask.clone();
+    answered["inputResponses"] =
+        json!({"user_name": {"action": "accept", "content": {"name": "Ada"}}});
+    let (status, second) = call(&gw, answered, elicitation).await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(
+        second["result"]["content"][0]["text"], "Hello, Ada!",
+        "{second}"
+    );
+
+    // The upstream's own error, code and data, for a capability this client did not declare.
+    let (status, refused) = call(
+        &gw,
+        json!({"name": "test_missing_capability", "arguments": {}}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["requiredCapabilities"],
+        json!({"sampling": {}}),
+        "{refused}"
+    );
+    assert_eq!(status, 400, "{refused}");
+
+    let effects = gw.get(&format!("/v1/sessions/{SESSION}/effects")).await;
+    let effects = effects.as_array().expect("a list of effects");
+    let summary: Vec<(String, String)> = effects
+        .iter()
+        .map(|e| {
+            (
+                e["tool"].as_str().unwrap_or_default().to_owned(),
+                e["state"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                "test_input_required_result_elicitation".into(),
+                "failed".into()
+            ),
+            (
+                "test_input_required_result_elicitation".into(),
+                "failed".into()
+            ),
+            (
+                "test_input_required_result_elicitation".into(),
+                "committed".into()
+            ),
+            ("test_missing_capability".into(), "failed".into()),
+        ],
+        "{effects:?}"
+    );
+    assert_eq!(effects[0]["id"], round_effect);
+    let error = effects[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("input required") && error.contains("user_name"),
+        "{error}"
+    );
+}
