@@ -1,5 +1,6 @@
 //! The gateway with real parts: official Python MCP clients (2.x modern and legacy, 1.x), the
-//! Python bank upstream over Streamable HTTP and stdio, and the npm reference server-memory.
+//! Python bank upstream over Streamable HTTP and stdio, the npm reference server-memory, and agent
+//! frameworks' own clients (langchain-mcp-adapters, the OpenAI Agents SDK, the Inspector CLI).
 
 mod bad_input;
 mod clients;
@@ -8,6 +9,7 @@ mod dashboard;
 mod events;
 mod faults;
 mod forwarding;
+mod frameworks;
 mod harness;
 mod interceptors;
 mod postgres;
