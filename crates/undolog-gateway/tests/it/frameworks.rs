@@ -174,7 +174,7 @@ impl Inspector {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        // The JSON, then (on newer builds) a deprecation notice.
+        // The JSON, then a deprecation notice for the v1 Inspector.
         let json = &stdout[stdout
             .find('{')
             .unwrap_or_else(|| panic!("no JSON in {stdout}"))..];
