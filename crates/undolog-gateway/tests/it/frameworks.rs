@@ -389,6 +389,14 @@ async fn openai_agents_sdk_server_replays_within_the_session_its_header_names() 
     // The SDK's mcp 2.x is stateless with UndoLog: only the header ties its calls together.
     assert_eq!(agent.protocol(), "2026-07-28");
     check_replay("openai-agents", &mut agent, &bank, 21).await;
+
+    // Without the header every request is a session of its own: the bank runs twice.
+    let mut unnamed = Agent::openai_agents(&gw.mcp_url(), &[], None).await;
+    for _ in 0..2 {
+        let done = unnamed.call("transfer", transfer(22)).await;
+        assert!(!undolog_meta(&done).1, "{done}");
+    }
+    assert_eq!(transfers_of(&bank, 22).await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
