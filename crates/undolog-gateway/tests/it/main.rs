@@ -1,6 +1,7 @@
 //! The gateway with real parts: official Python MCP clients (2.x modern and legacy, 1.x), the
-//! Python bank upstream over Streamable HTTP and stdio, the npm reference server-memory, and the
-//! MCP conformance suite against its own fixture upstream, directly and through the gateway.
+//! Python bank upstream over Streamable HTTP and stdio, the npm reference server-memory, the MCP
+//! conformance suite against its own fixture upstream (directly and through the gateway), and
+//! agent frameworks' own clients (langchain-mcp-adapters, the OpenAI Agents SDK, the Inspector CLI).
 
 mod bad_input;
 mod clients;
@@ -10,6 +11,7 @@ mod dashboard;
 mod events;
 mod faults;
 mod forwarding;
+mod frameworks;
 mod harness;
 mod http_guards;
 mod input_rounds;
