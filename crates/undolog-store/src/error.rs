@@ -14,6 +14,12 @@ pub enum Error {
     SchemaTooNew { found: i64, supported: i64 },
     #[error("a stored row cannot be read ({0}); the database was changed outside undolog")]
     Corrupt(String),
+    #[error("{0} cannot be stored in PostgreSQL; remove it from the value")]
+    Unstorable(&'static str),
+    #[error(
+        "the transaction was ended by an earlier error; nothing of it is kept, begin a new one"
+    )]
+    Aborted,
     #[error("the database failed: {0}; check that it is reachable and has disk space, then retry")]
     Database(#[source] sqlx::Error),
 }

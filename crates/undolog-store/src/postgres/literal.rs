@@ -62,9 +62,7 @@ pub(super) fn render(sql: &str, values: &[Value<'_>]) -> Result<String> {
             })?;
         match value {
             Value::Text(Some(text)) if text.contains('\0') => {
-                return Err(Error::Corrupt(
-                    "a text holds a NUL character, which PostgreSQL cannot store".into(),
-                ));
+                return Err(Error::Unstorable("a NUL character (U+0000) in text"));
             }
             Value::Text(Some(text)) => {
                 out.push_str(&postgres_protocol::escape::escape_literal(text))

@@ -111,9 +111,7 @@ impl PostgresTx {
     /// Sends the queued statements and then `last` in one message; the rows of each of `last`.
     async fn send(&mut self, last: &[&str]) -> Result<Vec<Vec<PgRow>>> {
         if self.failed {
-            return Err(Error::Corrupt(
-                "the transaction was aborted by an earlier error; begin a new one".into(),
-            ));
+            return Err(Error::Aborted);
         }
         let queued = std::mem::take(&mut self.queued);
         let statements: Vec<&str> = queued
