@@ -167,6 +167,48 @@ impl PostgresTx {
         rows.iter().map(map).collect()
     }
 
+    /// The first row of one read, if any.
+    async fn read_first<T>(
+        &mut self,
+        sql: &str,
+        map: fn(&PgRow) -> Result<T>,
+    ) -> Result<Option<T>> {
+        first(self.send(&[sql]).await?.pop(), map)
+    }
+
+    /// Reads a session, locking its row (see [`Tx::session`]).
+    fn session_sql(&self, id: &SessionId) -> Result<String> {
+        self.sql(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 AND id = $2 FOR UPDATE"
+            ),
+            &[id.as_str().into()],
+        )
+    }
+
+    /// Reads the effect a lookup finds; `None` for [`EffectLookup::Nothing`].
+    fn lookup_sql(&self, lookup: EffectLookup<'_>) -> Result<Option<String>> {
+        let (condition, order, value) = match lookup {
+            EffectLookup::Nothing => return Ok(None),
+            EffectLookup::LatestBySignature(signature) => {
+                ("signature", "seq DESC", signature.as_str())
+            }
+            EffectLookup::LatestByKey(key) => ("idempotency_key", "created_at DESC, id DESC", key),
+        };
+        let sql = format!(
+            "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND {condition} = $2 \
+             ORDER BY {order} LIMIT 1"
+        );
+        self.sql(&sql, &[value.into()]).map(Some)
+    }
+
+    async fn latest_effect(&mut self, lookup: EffectLookup<'_>) -> Result<Option<Effect>> {
+        let Some(sql) = self.lookup_sql(lookup)? else {
+            return Ok(None);
+        };
+        self.read_first(&sql, rows::effect).await
+    }
+
     /// Queues an UPDATE that must change one row, else the transaction fails with `NotFound`.
     fn queue_update(&mut self, update: String, what: &'static str, id: String) -> Result<()> {
         let check = render(
@@ -179,6 +221,11 @@ impl PostgresTx {
         );
         Ok(())
     }
+}
+
+/// The first of a read's rows, as a record.
+fn first<T>(rows: Option<Vec<PgRow>>, map: fn(&PgRow) -> Result<T>) -> Result<Option<T>> {
+    rows.unwrap_or_default().first().map(map).transpose()
 }
 
 impl Drop for PostgresTx {
@@ -219,13 +266,8 @@ impl Tx for PostgresTx {
     /// Locks the row: a transaction that reads a session may write it back, and must not do so
     /// from a copy another transaction has since changed.
     async fn session(&mut self, id: &SessionId) -> Result<Option<Session>> {
-        let sql = self.sql(
-            &format!(
-                "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 AND id = $2 FOR UPDATE"
-            ),
-            &[id.as_str().into()],
-        )?;
-        Ok(self.read(&sql, rows::session).await?.into_iter().next())
+        let sql = self.session_sql(id)?;
+        self.read_first(&sql, rows::session).await
     }
 
     async fn put_session(&mut self, s: &Session) -> Result<()> {
@@ -263,7 +305,7 @@ impl Tx for PostgresTx {
             &format!("SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND id = $2"),
             &[id.to_string().as_str().into()],
         )?;
-        Ok(self.read(&sql, rows::effect).await?.into_iter().next())
+        self.read_first(&sql, rows::effect).await
     }
 
     async fn effects(&mut self, ids: &[EffectId]) -> Result<Vec<Effect>> {
@@ -289,45 +331,14 @@ impl Tx for PostgresTx {
         session: &SessionId,
         effect: EffectLookup<'_>,
     ) -> Result<(Option<Session>, Option<Effect>)> {
-        let session = self.sql(
-            &format!(
-                "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 AND id = $2 FOR UPDATE"
-            ),
-            &[session.as_str().into()],
-        )?;
-        let effect = match effect {
-            EffectLookup::Nothing => None,
-            EffectLookup::LatestBySignature(signature) => Some(self.sql(
-                &format!(
-                    "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND signature = $2 \
-                     ORDER BY seq DESC LIMIT 1"
-                ),
-                &[signature.as_str().into()],
-            )?),
-            EffectLookup::LatestByKey(key) => Some(self.sql(
-                &format!(
-                    "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND idempotency_key = $2 \
-                     ORDER BY created_at DESC, id DESC LIMIT 1"
-                ),
-                &[key.into()],
-            )?),
-        };
+        let session = self.session_sql(session)?;
+        let effect = self.lookup_sql(effect)?;
         let reads: Vec<&str> = std::iter::once(session.as_str())
             .chain(effect.as_deref())
             .collect();
         let mut rows = self.send(&reads).await?.into_iter();
-        let session = rows
-            .next()
-            .unwrap_or_default()
-            .first()
-            .map(rows::session)
-            .transpose()?;
-        let effect = rows
-            .next()
-            .unwrap_or_default()
-            .first()
-            .map(rows::effect)
-            .transpose()?;
+        let session = first(rows.next(), rows::session)?;
+        let effect = first(rows.next(), rows::effect)?;
         Ok((session, effect))
     }
 
@@ -335,25 +346,12 @@ impl Tx for PostgresTx {
         &mut self,
         signature: &Signature,
     ) -> Result<Option<Effect>> {
-        let sql = self.sql(
-            &format!(
-                "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND signature = $2 \
-                 ORDER BY seq DESC LIMIT 1"
-            ),
-            &[signature.as_str().into()],
-        )?;
-        Ok(self.read(&sql, rows::effect).await?.into_iter().next())
+        self.latest_effect(EffectLookup::LatestBySignature(signature))
+            .await
     }
 
     async fn latest_effect_by_key(&mut self, key: &str) -> Result<Option<Effect>> {
-        let sql = self.sql(
-            &format!(
-                "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND idempotency_key = $2 \
-                 ORDER BY created_at DESC, id DESC LIMIT 1"
-            ),
-            &[key.into()],
-        )?;
-        Ok(self.read(&sql, rows::effect).await?.into_iter().next())
+        self.latest_effect(EffectLookup::LatestByKey(key)).await
     }
 
     async fn insert_effect(&mut self, e: &Effect) -> Result<()> {
@@ -446,7 +444,7 @@ impl Tx for PostgresTx {
             &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE org = $1 AND id = $2"),
             &[id.to_string().as_str().into()],
         )?;
-        Ok(self.read(&sql, rows::approval).await?.into_iter().next())
+        self.read_first(&sql, rows::approval).await
     }
 
     async fn insert_approval(&mut self, a: &Approval) -> Result<()> {
