@@ -191,7 +191,7 @@ fn framework_python(venv: &str) -> PathBuf {
     let python = fixtures().join(venv).join("bin/python");
     assert!(
         python.exists(),
-        "{} is missing: run crates/undolog-gateway/tests/fixtures/setup_frameworks.sh",
+        "{} is missing: run crates/undolog-gateway/tests/fixtures/setup.sh",
         python.display()
     );
     python
