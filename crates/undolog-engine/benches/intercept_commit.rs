@@ -35,7 +35,7 @@ fn bench(c: &mut Criterion) {
         let engine = Engine::new(Arc::new(store), EngineConfig::default());
         let org = OrgId::new("bench").unwrap();
         let session = SessionId::new("bench-session").unwrap();
-        let policy = ToolPolicy::new(Tier::Compensable).with_compensation(Compensation {
+        let policy = ToolPolicy::new(Tier::Compensable).with_compensation(Compensation::Upstream {
             tool: "refund".into(),
             args: json!({"id": "{{result.id}}"}),
         });

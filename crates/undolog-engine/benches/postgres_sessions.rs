@@ -83,7 +83,7 @@ fn bench(c: &mut Criterion) {
 async fn session_calls(engine: Engine, calls: u64) {
     let org = OrgId::new("bench").unwrap();
     let session = SessionId::new(format!("s-{}", uuid::Uuid::now_v7())).unwrap();
-    let policy = ToolPolicy::new(Tier::Compensable).with_compensation(Compensation {
+    let policy = ToolPolicy::new(Tier::Compensable).with_compensation(Compensation::Upstream {
         tool: "refund".into(),
         args: json!({"id": "{{result.id}}"}),
     });

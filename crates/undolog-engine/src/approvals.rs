@@ -5,7 +5,7 @@ use std::time::Duration;
 use undolog_store::Approval;
 use undolog_types::{ApprovalId, ApprovalState, OrgId};
 
-use crate::{Engine, Error, core};
+use crate::{Decider, Engine, Error, core};
 
 impl Engine {
     /// A person approves a held call; the identical call retried (or still held) then runs.
@@ -13,10 +13,9 @@ impl Engine {
         &self,
         org: &OrgId,
         approval: ApprovalId,
-        by: impl Into<String>,
+        by: &Decider,
         reason: Option<String>,
     ) -> Result<Approval, Error> {
-        let by = by.into();
         self.decide(org, approval, |effect, approval, now| {
             core::approve(effect, approval, by, reason, now)
         })
@@ -28,10 +27,10 @@ impl Engine {
         &self,
         org: &OrgId,
         approval: ApprovalId,
-        by: impl Into<String>,
+        by: &Decider,
         reason: impl Into<String>,
     ) -> Result<Approval, Error> {
-        let (by, reason) = (by.into(), reason.into());
+        let reason = reason.into();
         self.decide(org, approval, |effect, approval, now| {
             core::deny(effect, approval, by, reason, now)
         })

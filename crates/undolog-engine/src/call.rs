@@ -50,6 +50,9 @@ pub struct Call {
     pub step: Option<u64>,
     /// A client-supplied key that replaces signature matching.
     pub idempotency_key: Option<String>,
+    /// Who made the call (`api-key:ID`, or the local operator), recorded with its approval so
+    /// that this principal cannot decide it. Not part of the signature.
+    pub caller: Option<String>,
     pub policy: ToolPolicy,
 }
 
@@ -68,6 +71,7 @@ impl Call {
             args,
             step: None,
             idempotency_key: None,
+            caller: None,
             policy,
         }
     }
@@ -81,6 +85,12 @@ impl Call {
     #[must_use]
     pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Call {
         self.idempotency_key = Some(key.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_caller(mut self, caller: impl Into<String>) -> Call {
+        self.caller = Some(caller.into());
         self
     }
 

@@ -36,6 +36,14 @@ pub enum Error {
         approval: ApprovalId,
         state: ApprovalState,
     },
+    #[error(
+        "approval {approval} is for a call that {principal} made itself; another approver must \
+         decide it (four eyes), or set approvals.allow_self_approval for a single-person setup"
+    )]
+    OwnCall {
+        approval: ApprovalId,
+        principal: String,
+    },
     #[error("approval {0} expired before the decision; the agent must ask again")]
     ApprovalExpired(ApprovalId),
     #[error(
@@ -68,6 +76,32 @@ pub enum Error {
         session: SessionId,
         state: SessionState,
     },
+    #[error(
+        "an undo of session {session} is already running (its claim holds until {until}); watch \
+         it on GET /events or GET /v1/sessions/{session}, and undo again only if it stops"
+    )]
+    UndoRunning {
+        session: SessionId,
+        until: undolog_types::Timestamp,
+    },
+    #[error(
+        "an earlier undo of session {session} stopped while compensating effect {effect} ({tool}): \
+         that compensation may or may not have run. It is now compensation_failed; check its \
+         target, then undo again to retry it"
+    )]
+    UndoInterrupted {
+        session: SessionId,
+        effect: EffectId,
+        tool: String,
+    },
+    #[error(
+        "this undo does not hold session {session}: its claim ran out and another undo took \
+         over, or the claim sent is not the one begin_undo gave; it stops here. Begin the undo \
+         again to resume"
+    )]
+    UndoLost { session: SessionId },
+    #[error("effect {0} is not being compensated by this undo; ask for the next step first")]
+    StepNotBegun(EffectId),
     #[error("session {session} is {state}, not being undone; begin the undo first")]
     NotUndoing {
         session: SessionId,

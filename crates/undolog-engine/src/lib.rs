@@ -27,7 +27,7 @@ mod undo_steps;
 pub use call::{Call, ToolPolicy};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::EngineConfig;
-pub use core::Resolution;
+pub use core::{Decider, Resolution};
 pub use engine::Engine;
 pub use error::Error;
 pub use events::Event;

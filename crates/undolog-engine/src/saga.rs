@@ -1,4 +1,5 @@
-//! Undoing a session: compensations in reverse order of completion, each step recorded.
+//! Undoing a session: compensations in reverse order of completion, each step recorded. The
+//! decisions are the core's (`core::undo`); this runs them, one transaction per step.
 
 use std::time::Duration;
 
@@ -6,11 +7,11 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 use undolog_store::{Effect, Lease};
-use undolog_types::{EffectId, EffectState, OrgId, SessionId, SessionState};
+use undolog_types::{EffectId, OrgId, SessionId, SessionState};
 
 use crate::{
     Engine, Error, Event,
-    core::{self, Write},
+    core::{self, UndoNext, UndoStart},
 };
 
 /// Runs one compensation. The gateway calls the compensating tool upstream; the SDK a local
@@ -58,146 +59,173 @@ pub enum StepOutcome {
 }
 
 impl Engine {
-    /// Undoes a session: marks it compensating, runs each compensation (newest first, with
-    /// retries and backoff), and ends `compensated`, or `compensation_failed` at the first step
-    /// that keeps failing — that step is kept for a person, and the rest are left untouched.
+    /// Undoes a session: claims it (one undo at a time), runs each compensation (newest first,
+    /// with retries and backoff), and ends `compensated`, or `compensation_failed` at the first
+    /// step that keeps failing — that step is kept for a person, and the rest are left untouched.
+    /// An undo already running answers [`Error::UndoRunning`]; one that stopped mid-step
+    /// answers [`Error::UndoInterrupted`] after keeping that step for a person.
     pub async fn undo(
         &self,
         org: &OrgId,
         id: &SessionId,
         compensator: &dyn Compensator,
     ) -> Result<UndoReport, Error> {
-        let plan = self.start_undo(org, id).await?;
+        let holder = self.undo_holder("undo");
+        let plan = self.start_undo(org, id, &holder).await?;
         let mut steps = Vec::with_capacity(plan.steps.len());
-        for effect in plan.steps {
-            let step = self.compensate_step(org, effect, compensator).await?;
-            let failed = matches!(step.outcome, StepOutcome::Failed { .. });
-            let failed_effect = step.effect_id;
-            steps.push(step);
-            if failed {
-                let mut tx = self.begin(org).await?;
-                let mut session = tx
-                    .session(id)
-                    .await?
-                    .ok_or_else(|| Error::UnknownSession(id.clone()))?;
-                session.state = session.state.transition(SessionState::CompensationFailed)?;
-                session.failed_effect = Some(failed_effect);
-                session.updated_at = self.now();
-                self.commit_writes(tx, &[Write::PutSession(session)])
-                    .await?;
-                self.published(vec![Event::SessionChanged {
-                    org: org.clone(),
-                    session: id.clone(),
-                    state: SessionState::CompensationFailed,
-                }]);
-                return Ok(report(
-                    id,
-                    SessionState::CompensationFailed,
-                    steps,
-                    plan.not_undoable,
-                ));
+        loop {
+            let (tx, view) = self.undo_view(org, id).await?;
+            let claim_until = view.now.plus(self.config().lease);
+            let effect = match core::next_step(view, &holder, claim_until)? {
+                UndoNext::Done { writes } => {
+                    self.commit_writes(tx, &writes).await?;
+                    self.session_changed(org, id, SessionState::Compensated);
+                    return Ok(report(
+                        id,
+                        SessionState::Compensated,
+                        steps,
+                        plan.not_undoable,
+                    ));
+                }
+                UndoNext::Compensate { effect, writes } => {
+                    self.commit_writes(tx, &writes).await?;
+                    effect
+                }
+            };
+            let (outcome, attempts) = self.compensate_with_retries(&effect, compensator).await;
+            let result = match &outcome {
+                StepOutcome::Compensated { .. } => core::StepResult::Compensated,
+                StepOutcome::Failed { error } => core::StepResult::Failed {
+                    error: format!("after {attempts} attempts: {error}"),
+                },
+            };
+            let (tx, view) = self.undo_view(org, id).await?;
+            let recorded = core::finish_step(view, &holder, effect.id, &result)?;
+            self.commit_step(tx, org, id, effect.id, recorded.clone())
+                .await?;
+            steps.push(UndoStep {
+                effect_id: effect.id,
+                tool: effect.tool.clone(),
+                attempts,
+                outcome,
+            });
+            if let Some(ended) = recorded.session_ended {
+                return Ok(report(id, ended, steps, plan.not_undoable));
             }
         }
-        self.set_session_state(org, id, &[SessionState::Compensated])
-            .await?;
-        Ok(report(
-            id,
-            SessionState::Compensated,
-            steps,
-            plan.not_undoable,
-        ))
     }
 
-    /// Checks the session can be undone, moves it to `compensating`, and plans the steps.
-    pub(crate) async fn start_undo(
+    /// A name for one undo run, unique across processes: the holder of its claim.
+    pub(crate) fn undo_holder(&self, kind: &str) -> String {
+        format!(
+            "{}/{kind}-{}",
+            self.config().executor_id,
+            uuid::Uuid::now_v7()
+        )
+    }
+
+    /// The session and everything an undo decides on, in a transaction that holds the session.
+    pub(crate) async fn undo_view(
         &self,
         org: &OrgId,
         id: &SessionId,
-    ) -> Result<core::UndoPlan, Error> {
+    ) -> Result<(Box<dyn undolog_store::Tx>, core::UndoView), Error> {
         let mut tx = self.begin(org).await?;
-        let mut session = tx
+        let session = tx
             .session(id)
             .await?
             .ok_or_else(|| Error::UnknownSession(id.clone()))?;
         let effects = tx.session_effects(id).await?;
-        let now = self.now();
-        let busy: Vec<EffectId> = effects
-            .iter()
-            .filter(|e| match e.state {
-                EffectState::Pending | EffectState::Approved => true,
-                // A step of an undo whose process is still alive.
-                EffectState::Compensating => e.lease.as_ref().is_some_and(|l| now < l.expires_at),
-                _ => false,
-            })
-            .map(|e| e.id)
-            .collect();
-        if !busy.is_empty() {
-            return Err(Error::SessionBusy {
-                session: id.clone(),
-                effects: busy,
-            });
-        }
-        let path: &[SessionState] = match session.state {
-            SessionState::Active => &[SessionState::Failed, SessionState::Compensating],
-            SessionState::Completed | SessionState::Failed | SessionState::CompensationFailed => {
-                &[SessionState::Compensating]
-            }
-            SessionState::Compensating => &[], // resuming an undo whose process stopped
-            SessionState::Compensated => {
-                return Err(Error::NothingToUndo {
-                    session: id.clone(),
-                    state: session.state,
-                });
-            }
+        let undo_stack = tx.undo_stack(id).await?;
+        let view = core::UndoView {
+            session,
+            effects,
+            undo_stack,
+            now: self.now(),
         };
-        for &to in path {
-            session.state = session.state.transition(to)?;
+        Ok((tx, view))
+    }
+
+    /// Claims the session for the undo `holder` names and answers its plan. A step cut off by
+    /// an earlier undo is kept for a person instead ([`Error::UndoInterrupted`]).
+    pub(crate) async fn start_undo(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+        holder: &str,
+    ) -> Result<core::UndoPlan, Error> {
+        let (tx, view) = self.undo_view(org, id).await?;
+        let claim = Lease {
+            holder: holder.to_owned(),
+            expires_at: view.now.plus(self.config().lease),
+        };
+        match core::start_undo(view, claim)? {
+            UndoStart::Run { plan, writes } => {
+                self.commit_writes(tx, &writes).await?;
+                self.session_changed(org, id, SessionState::Compensating);
+                Ok(plan)
+            }
+            UndoStart::Interrupted {
+                effect,
+                tool,
+                writes,
+            } => {
+                self.commit_writes(tx, &writes).await?;
+                self.session_changed(org, id, SessionState::CompensationFailed);
+                Err(Error::UndoInterrupted {
+                    session: id.clone(),
+                    effect,
+                    tool,
+                })
+            }
         }
-        session.failed_effect = None;
-        session.updated_at = now;
-        let plan = core::plan_undo(&tx.undo_stack(id).await?, &effects);
-        self.commit_writes(tx, &[Write::PutSession(session)])
-            .await?;
+    }
+
+    /// Commits one recorded step and tells the world.
+    pub(crate) async fn commit_step(
+        &self,
+        tx: Box<dyn undolog_store::Tx>,
+        org: &OrgId,
+        id: &SessionId,
+        effect_id: EffectId,
+        recorded: core::StepRecorded,
+    ) -> Result<(), Error> {
+        self.commit_writes(tx, &recorded.writes).await?;
+        self.published(vec![Event::CompensationStep {
+            org: org.clone(),
+            session: id.clone(),
+            effect_id,
+            compensated: recorded.session_ended != Some(SessionState::CompensationFailed),
+        }]);
+        if let Some(ended) = recorded.session_ended {
+            self.session_changed(org, id, ended);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn session_changed(&self, org: &OrgId, id: &SessionId, state: SessionState) {
         self.published(vec![Event::SessionChanged {
             org: org.clone(),
             session: id.clone(),
-            state: SessionState::Compensating,
+            state,
         }]);
-        Ok(plan)
     }
 
-    /// Runs one compensation with retries, recording the step before and after.
-    async fn compensate_step(
+    /// Runs one compensation, retrying with backoff; how it ended and how many attempts it took.
+    async fn compensate_with_retries(
         &self,
-        org: &OrgId,
-        effect: Effect,
+        effect: &Effect,
         compensator: &dyn Compensator,
-    ) -> Result<UndoStep, Error> {
-        let config = self.config().clone();
-        let lease = Lease {
-            holder: config.executor_id.clone(),
-            expires_at: self.now().plus(config.lease),
-        };
-        let mut effect = effect;
-        if effect.state != EffectState::Compensating {
-            effect.state = effect.state.transition(EffectState::Compensating)?;
-        }
-        effect.lease = Some(lease);
-        effect.updated_at = self.now();
-        self.commit_writes(
-            self.begin(org).await?,
-            &[Write::UpdateEffect(effect.clone())],
-        )
-        .await?;
-
+    ) -> (StepOutcome, u32) {
+        let config = self.config();
         let mut attempts = 0;
         let mut backoff = config.compensation_backoff;
-        let outcome = loop {
+        loop {
             attempts += 1;
-            match compensator.compensate(&effect).await {
-                Ok(done) => break StepOutcome::Compensated { detail: done },
+            match compensator.compensate(effect).await {
+                Ok(done) => return (StepOutcome::Compensated { detail: done }, attempts),
                 Err(error) if attempts >= config.compensation_attempts.max(1) => {
-                    break StepOutcome::Failed { error };
+                    return (StepOutcome::Failed { error }, attempts);
                 }
                 Err(error) => {
                     tracing::warn!(effect = %effect.id, attempts, %error, "compensation failed; retrying");
@@ -205,38 +233,7 @@ impl Engine {
                     backoff = backoff.saturating_mul(2).min(Duration::from_secs(30));
                 }
             }
-        };
-
-        let compensated = matches!(outcome, StepOutcome::Compensated { .. });
-        effect.state = effect.state.transition(if compensated {
-            EffectState::Compensated
-        } else {
-            EffectState::CompensationFailed
-        })?;
-        if let StepOutcome::Failed { error } = &outcome {
-            effect.error = Some(format!(
-                "compensation failed after {attempts} attempts: {error}"
-            ));
         }
-        effect.lease = None;
-        effect.updated_at = self.now();
-        self.commit_writes(
-            self.begin(org).await?,
-            &[Write::UpdateEffect(effect.clone())],
-        )
-        .await?;
-        self.published(vec![Event::CompensationStep {
-            org: org.clone(),
-            session: effect.session.clone(),
-            effect_id: effect.id,
-            compensated,
-        }]);
-        Ok(UndoStep {
-            effect_id: effect.id,
-            tool: effect.tool.clone(),
-            attempts,
-            outcome,
-        })
     }
 }
 

@@ -1,8 +1,11 @@
 //! Credentials: API keys per org, stored as BLAKE3 hashes, sent as `Authorization: Bearer`.
 //!
-//! With no key in the store the gateway is in open mode: it serves org `default`, and only on a
-//! loopback address (start-up refuses anything else). Once a key exists every request needs one,
-//! and the org always comes from the key — a header may name the org, but only to agree with it.
+//! With no key in the store the gateway is in open mode: it serves org `default` to the local
+//! operator, with every right, and only on a loopback address (start-up refuses anything else;
+//! cross-site and rebinding requests are refused by [`crate::http`]'s origin guard). Once a key
+//! exists every request needs one, and the org and role always come from the key — a header may
+//! name the org, but only to agree with it. A revoked key stops working within
+//! [`KEY_CACHE_TTL`].
 
 use std::{
     collections::HashMap,
@@ -21,32 +24,64 @@ use axum::{
 };
 use rand::RngCore;
 use undolog_store::{ApiKey, Store};
-use undolog_types::{OrgId, Timestamp};
+use undolog_types::{OrgId, Role, Timestamp};
 
 use crate::{Error, Gateway};
 
-/// The org a request acts for, and the key that proved it (none in open mode).
+/// Who a request acts for: its org, who it is, and what its role allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub org: OrgId,
+    /// The key that proved it; none for the local operator and the stdio client.
     pub key_id: Option<String>,
+    pub role: Role,
 }
 
 impl Principal {
-    /// Open mode's only org.
+    /// Open mode's only principal: the person at this machine, with every right.
     pub fn open() -> Principal {
         Principal {
             org: OrgId::new("default").expect("a valid org name"),
             key_id: None,
+            role: Role::Admin,
         }
     }
 
-    /// Who decided, for approvals.
-    pub fn actor(&self) -> String {
-        match &self.key_id {
-            Some(id) => format!("api-key:{id}"),
-            None => "local operator".to_owned(),
+    /// The MCP client of `undolog stdio` (a desktop agent): it calls tools, in org `default`.
+    pub fn stdio() -> Principal {
+        Principal {
+            role: Role::Agent,
+            ..Principal::open()
         }
+    }
+
+    /// Who this is, as recorded with the calls it makes and the decisions it takes.
+    pub fn actor(&self) -> String {
+        match (&self.key_id, self.role) {
+            (Some(id), _) => format!("api-key:{id}"),
+            (None, Role::Agent) => "stdio client".to_owned(),
+            (None, _) => "local operator".to_owned(),
+        }
+    }
+
+    /// Whether this is open mode's local operator (the one person of a gateway without keys).
+    pub fn is_local_operator(&self) -> bool {
+        self.key_id.is_none() && self.role == Role::Admin
+    }
+
+    /// Refuses (403) unless this principal's role includes `needed`; `action` says what was
+    /// asked, for the message.
+    pub(crate) fn require(&self, needed: Role, action: &str) -> Result<(), Error> {
+        if self.role.includes(needed) {
+            return Ok(());
+        }
+        Err(Error::Forbidden(format!(
+            "{action} needs the {needed} role, and {} is an {}: use a key with that role (an \
+             admin makes one with `undolog keys create --org {} --role {needed}`)",
+            self.actor(),
+            self.role,
+            self.org
+        )))
     }
 }
 
@@ -55,13 +90,15 @@ impl Principal {
 pub struct NewKey {
     pub id: String,
     pub org: OrgId,
+    pub role: Role,
     pub secret: String,
 }
 
-/// Makes a key for `org` and stores its hash.
+/// Makes a key for `org` with `role` and stores its hash.
 pub async fn create_key(
     store: &dyn Store,
     org: OrgId,
+    role: Role,
     label: Option<String>,
 ) -> Result<NewKey, Error> {
     let mut bytes = [0u8; 32];
@@ -72,14 +109,21 @@ pub async fn create_key(
         id: id.clone(),
         org: org.clone(),
         hash: hash(&secret),
+        role,
         label,
         created_at: Timestamp::now(),
+        revoked_at: None,
     };
     store
         .insert_api_key(&key)
         .await
         .map_err(|e| Error::Startup(format!("cannot store the key: {e}")))?;
-    Ok(NewKey { id, org, secret })
+    Ok(NewKey {
+        id,
+        org,
+        role,
+        secret,
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -129,8 +173,9 @@ impl Gateway {
         Ok(principal)
     }
 
-    /// The org a key belongs to. Known keys are remembered for [`KEY_CACHE_TTL`], so a request
-    /// costs no store read; an unknown key is looked up every time.
+    /// The org and role of a key. Known keys are remembered for [`KEY_CACHE_TTL`], so a request
+    /// costs no store read (and a revocation takes up to that long to reach this gateway); an
+    /// unknown or revoked key is looked up every time.
     async fn principal_of_key(&self, secret: &str) -> Result<Principal, Error> {
         let hash = hash(secret);
         if let Some(principal) = self.key_cache.get(&hash) {
@@ -147,9 +192,16 @@ impl Gateway {
                         .into(),
                 )
             })?;
+        if let Some(at) = key.revoked_at {
+            return Err(Error::Unauthorized(format!(
+                "this API key ({}) was revoked at {at}; ask an admin of org {} for a new one",
+                key.id, key.org
+            )));
+        }
         let principal = Principal {
             org: key.org,
             key_id: Some(key.id),
+            role: key.role,
         };
         self.key_cache.put(hash, principal.clone());
         Ok(principal)
@@ -291,8 +343,13 @@ pub(crate) async fn mode(State(gateway): State<Arc<Gateway>>) -> Response {
     }
 }
 
-/// Who the credentials are: the org and key id, for the dashboard's header and the CLI.
+/// Who the credentials are: the org, key id and role, for the dashboard's header and the CLI.
 pub(crate) async fn whoami(axum::Extension(principal): axum::Extension<Principal>) -> Response {
-    axum::Json(serde_json::json!({ "org": principal.org, "key_id": principal.key_id }))
-        .into_response()
+    axum::Json(serde_json::json!({
+        "org": principal.org,
+        "key_id": principal.key_id,
+        "role": principal.role,
+        "principal": principal.actor(),
+    }))
+    .into_response()
 }

@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 use undolog_engine::{Call, Intercept};
 use undolog_types::{ApprovalId, ApprovalState, Args, EffectId, OrgId, SessionId, Timestamp};
 
+use undolog_interceptors::builtin::secrets::redact_value;
+
 use crate::{
     Error, Gateway,
     config::ApprovalMode,
@@ -39,6 +41,8 @@ pub(crate) struct ToolCall {
     pub(crate) meta: Option<RequestMetaObject>,
     /// A retry that answers an upstream's `input_required` round (2026-07-28), passed upstream.
     pub(crate) round: Option<InputRound>,
+    /// Who made the call (the principal's actor), recorded with its approval for four eyes.
+    pub(crate) caller: String,
 }
 
 /// What a 2026-07-28 client sends back after an `input_required` answer: the responses to the
@@ -79,7 +83,8 @@ impl ToolCall {
             self.tool.clone(),
             self.args.clone(),
             policy,
-        );
+        )
+        .with_caller(self.caller.clone());
         let round = self.round.as_ref().map(InputRound::key);
         match self.idempotency_key.clone().or(round) {
             Some(key) => call.with_idempotency_key(key),
@@ -173,8 +178,14 @@ impl Gateway {
                 record
             }
             RequestVerdict::Blocked { error, record } => {
+                // The log keeps what was refused with every recognised secret replaced: a guard
+                // that stopped a token must not leave it in the log instead.
+                let mut args = Value::Object(call.args.as_map().clone());
+                redact_value(&mut args);
+                call.args = Args::try_from(args).map_err(undolog_engine::Error::from)?;
                 let rejected = call.to_engine(policy);
-                let details = interceptors::rejection_details(record);
+                let mut details = interceptors::rejection_details(record);
+                redact_value(&mut details);
                 let effect_id = self
                     .engine
                     .reject(&rejected, error.message.to_string(), Some(details))

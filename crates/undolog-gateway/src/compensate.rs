@@ -1,16 +1,27 @@
 //! Undo through the upstreams: each compensation is the configured tool, called with its argument
 //! template filled from the original call.
+//!
+//! A compensation is a call like any other as far as safety goes: the tool is classified as it
+//! is for an agent's call, and one that would wait for a person (irreversible, or
+//! `requires_approval`) is refused, since nobody approves an undo step; and the arguments and the
+//! result pass the interceptor chain, so a guard or redactor sees them. Only what the
+//! configuration declares reaches here: SDK effects may name no other upstream tool.
 
 use async_trait::async_trait;
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use undolog_engine::{Compensated, Compensator};
-use undolog_store::Effect;
+use undolog_store::{Compensation, Effect};
+use undolog_types::Args;
 
-use crate::{Gateway, results, template::Template, upstream::Era};
-
-/// How an SDK names a compensation that is a function in its own process, not an upstream tool.
-const SDK_PREFIX: &str = "sdk:";
+use crate::{
+    Gateway,
+    interceptors::{self, RequestVerdict, ResponseVerdict},
+    policy, results,
+    template::Template,
+    upstream::Era,
+};
 
 /// Runs compensations by calling upstream tools directly (a compensation is a step of the undo,
 /// recorded by the saga, not a new effect).
@@ -22,41 +33,65 @@ pub(crate) struct UpstreamCompensator<'g> {
 #[async_trait]
 impl Compensator for UpstreamCompensator<'_> {
     async fn compensate(&self, effect: &Effect) -> Result<Compensated, String> {
-        let compensation = effect.compensation.as_ref().ok_or_else(|| {
-            format!(
-                "{} has no compensation configured; undo it by hand",
-                effect.tool
-            )
-        })?;
-        if let Some(function) = compensation.tool.strip_prefix(SDK_PREFIX) {
+        let (tool, template) = match &effect.compensation {
+            Some(Compensation::Upstream { tool, args }) => (tool, args),
+            Some(Compensation::Local { function }) => {
+                return Err(format!(
+                    "{} was recorded by an SDK whose compensation {function} runs in the agent's \
+                     process; undo this session there (the Python SDK's session.undo())",
+                    effect.tool
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "{} has no compensation configured; undo it by hand",
+                    effect.tool
+                ));
+            }
+        };
+        let args = Template::render(
+            template,
+            &Value::Object(effect.args.as_map().clone()),
+            &results::template_view(effect.result.as_ref()),
+        )?;
+        let args = Args::try_from(args)
+            .map_err(|e| format!("the compensation template must produce usable arguments: {e}"))?;
+        let gateway = self.gateway;
+        let route = gateway
+            .upstreams
+            .tool(tool)
+            .await
+            .ok_or_else(|| format!("no upstream offers the compensating tool {tool:?}"))?;
+        let trusted = gateway
+            .upstreams
+            .connection(route.upstream)
+            .config
+            .trust_annotations;
+        if policy::classify(&gateway.config, tool, &route.item, trusted).needs_approval() {
             return Err(format!(
-                "{} was recorded by an SDK whose compensation {function} runs in the agent's \
-                 process; undo this session there (the Python SDK's session.undo())",
+                "the compensating tool {tool:?} waits for a person's approval (it is irreversible \
+                 or requires approval), and an undo step runs unapproved; classify it with \
+                 [tools.{tool}] tier = \"compensable\", or undo {} by hand",
                 effect.tool
             ));
         }
-        let args = Template::render(
-            &compensation.args,
-            &serde_json::Value::Object(effect.args.as_map().clone()),
-            &results::template_view(effect.result.as_ref()),
-        )?;
-        let serde_json::Value::Object(args) = args else {
-            return Err("the compensation template must produce a JSON object".into());
-        };
-        let route = self
-            .gateway
-            .upstreams
-            .tool(&compensation.tool)
+        let context = interceptors::context(&effect.org, &effect.session, None);
+        let args = match gateway
+            .interceptors
+            .tool_request(tool, &args, &context)
             .await
-            .ok_or_else(|| {
-                format!(
-                    "no upstream offers the compensating tool {:?}",
-                    compensation.tool
-                )
-            })?;
-        let conn = self.gateway.upstreams.connection(route.upstream);
+        {
+            RequestVerdict::Pass { args, .. } => args,
+            RequestVerdict::Blocked { error, .. } => {
+                return Err(format!(
+                    "the interceptor chain refused the compensation: {}",
+                    error.message
+                ));
+            }
+        };
+        let conn = gateway.upstreams.connection(route.upstream);
         let mut params = CallToolRequestParams::new(route.name.clone());
-        params.arguments = Some(args);
+        params.arguments = Some(args.as_map().clone());
         let answer = conn
             .request(Era::Session, &CancellationToken::new(), |peer| async move {
                 peer.call_tool_once(params).await
@@ -67,6 +102,15 @@ impl Compensator for UpstreamCompensator<'_> {
             return Err("the compensating tool did not return a plain result".into());
         };
         let result = results::stored(&result);
+        let result = match gateway.interceptors.tool_response(&result, &context).await {
+            ResponseVerdict::Pass { result, .. } => result,
+            ResponseVerdict::Blocked { error, .. } => {
+                return Err(format!(
+                    "the interceptor chain refused the compensation's result: {}",
+                    error.message
+                ));
+            }
+        };
         match results::tool_error(&result) {
             Some(error) => Err(error),
             None => Ok(Compensated::Done { result }),

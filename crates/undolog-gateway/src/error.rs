@@ -17,6 +17,8 @@ pub enum Error {
     #[error("{0}")]
     BadRequest(String),
     #[error("{0}")]
+    Unprocessable(String),
+    #[error("{0}")]
     Unauthorized(String),
     #[error("{0}")]
     Forbidden(String),
@@ -51,6 +53,7 @@ impl Error {
         match self {
             Error::UnknownTool(_) => StatusCode::NOT_FOUND,
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::Cancelled => StatusCode::BAD_REQUEST,
@@ -70,8 +73,13 @@ impl Error {
                 E::UnknownEffect(_) | E::UnknownApproval(_) | E::UnknownSession(_) => {
                     StatusCode::NOT_FOUND
                 }
+                E::OwnCall { .. } => StatusCode::FORBIDDEN,
                 E::NotPending { .. }
                 | E::AlreadyDecided { .. }
+                | E::UndoRunning { .. }
+                | E::UndoInterrupted { .. }
+                | E::UndoLost { .. }
+                | E::StepNotBegun(_)
                 | E::ApprovalExpired(_)
                 | E::CallFailed { .. }
                 | E::NotInDoubt(_)

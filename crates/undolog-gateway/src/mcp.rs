@@ -211,6 +211,7 @@ impl ServerHandler for McpFront {
         let args = Args::try_from(Value::Object(request.arguments.unwrap_or_default()))
             .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
         let call = ToolCall {
+            caller: principal.actor(),
             org: principal.org,
             session,
             tool: request.name.to_string(),

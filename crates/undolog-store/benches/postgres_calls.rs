@@ -86,6 +86,7 @@ async fn session_calls(store: Arc<PostgresStore>, calls: u64) {
         state: SessionState::Active,
         next_seq: 0,
         failed_effect: None,
+        undo_claim: None,
         created_at: Timestamp::now(),
         updated_at: Timestamp::now(),
     })
@@ -124,7 +125,7 @@ async fn session_calls(store: Arc<PostgresStore>, calls: u64) {
             signature,
             idempotency_key: None,
             tier: Tier::Compensable,
-            compensation: Some(Compensation {
+            compensation: Some(Compensation::Upstream {
                 tool: "refund".into(),
                 args: json!({"id": "{{result.id}}"}),
             }),

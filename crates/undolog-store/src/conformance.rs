@@ -11,7 +11,7 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::json;
 use undolog_types::{
-    ApprovalId, ApprovalState, Args, EffectId, EffectState, LockKey, OrgId, SessionId,
+    ApprovalId, ApprovalState, Args, EffectId, EffectState, LockKey, OrgId, Role, SessionId,
     SessionState, Tier, Timestamp,
 };
 
@@ -33,7 +33,8 @@ macro_rules! store_conformance_tests {
             undo_stack_keeps_completion_order, snapshots_round_trip, dropped_transaction_rolls_back,
             a_refused_write_leaves_nothing_of_its_transaction,
             orgs_see_only_their_own_rows, same_lock_key_serializes_transactions,
-            a_session_read_then_written_loses_no_update, api_keys_are_found_by_hash_only);
+            a_session_read_then_written_loses_no_update, api_keys_are_found_by_hash_only,
+            api_keys_are_listed_and_revoked, compensations_of_both_kinds_round_trip);
     };
     (@cases $fresh:path; $($case:ident),+) => {
         $(
@@ -61,6 +62,7 @@ fn session(org_name: &str, id: &str) -> Session {
         state: SessionState::Active,
         next_seq: 0,
         failed_effect: None,
+        undo_claim: None,
         created_at: Timestamp(1_000),
         updated_at: Timestamp(1_000),
     }
@@ -87,7 +89,7 @@ fn effect(org_name: &str, session_id: &str, seq: i64) -> Effect {
         signature,
         idempotency_key: None,
         tier: Tier::Compensable,
-        compensation: Some(Compensation {
+        compensation: Some(Compensation::Upstream {
             tool: "transfer".into(),
             args: json!({"amount": "{{args.amount}}"}),
         }),
@@ -115,6 +117,7 @@ fn approval(org_name: &str, effect: &Effect, requested_at: i64) -> Approval {
         state: ApprovalState::Pending,
         requested_at: Timestamp(requested_at),
         expires_at: Timestamp(requested_at + 60_000),
+        requested_by: Some("api-key:agent-1".into()),
         decided_by: None,
         decided_at: None,
         reason: None,
@@ -142,6 +145,10 @@ pub async fn sessions_round_trip(store: Arc<dyn Store>) {
     s.state = SessionState::Completed;
     s.next_seq = 3;
     s.failed_effect = Some(EffectId::generate());
+    s.undo_claim = Some(Lease {
+        holder: "gateway-1/undo-1".into(),
+        expires_at: Timestamp(9_000),
+    });
     s.updated_at = Timestamp(2_000);
     tx.put_session(&s).await.unwrap();
     tx.commit().await.unwrap();
@@ -536,8 +543,10 @@ pub async fn api_keys_are_found_by_hash_only(store: Arc<dyn Store>) {
         id: "key_1".into(),
         org: org("acme"),
         hash: "ab".repeat(32),
+        role: Role::Approver,
         label: Some("ci".into()),
         created_at: Timestamp(7),
+        revoked_at: None,
     };
     store.insert_api_key(&key).await.unwrap();
     assert!(store.has_api_keys().await.unwrap());
@@ -554,4 +563,71 @@ pub async fn api_keys_are_found_by_hash_only(store: Arc<dyn Store>) {
         store.insert_api_key(&same_hash).await,
         Err(Error::AlreadyExists(_))
     ));
+}
+
+pub async fn api_keys_are_listed_and_revoked(store: Arc<dyn Store>) {
+    let key = |id: &str, org_name: &str, role: Role, at: i64| ApiKey {
+        id: id.into(),
+        org: org(org_name),
+        hash: blake3_like(id),
+        role,
+        label: None,
+        created_at: Timestamp(at),
+        revoked_at: None,
+    };
+    let (a1, a2, b1) = (
+        key("a1", "acme", Role::Agent, 1),
+        key("a2", "acme", Role::Admin, 2),
+        key("b1", "beta", Role::Approver, 3),
+    );
+    for k in [&a1, &a2, &b1] {
+        store.insert_api_key(k).await.unwrap();
+    }
+    let ids = |keys: Vec<ApiKey>| keys.into_iter().map(|k| k.id).collect::<Vec<_>>();
+    assert_eq!(ids(store.api_keys(None).await.unwrap()), ["a1", "a2", "b1"]);
+    assert_eq!(
+        ids(store.api_keys(Some(&org("acme"))).await.unwrap()),
+        ["a1", "a2"]
+    );
+
+    let revoked = store.revoke_api_key("a1", Timestamp(50)).await.unwrap();
+    assert_eq!(revoked.unwrap().revoked_at, Some(Timestamp(50)));
+    // Revoking again keeps the first time; the lookup by hash shows the revocation.
+    let again = store.revoke_api_key("a1", Timestamp(60)).await.unwrap();
+    assert_eq!(again.unwrap().revoked_at, Some(Timestamp(50)));
+    let found = store.api_key_by_hash(&a1.hash).await.unwrap().unwrap();
+    assert_eq!(found.revoked_at, Some(Timestamp(50)));
+    assert_eq!(found.role, Role::Agent);
+    assert_eq!(
+        store.revoke_api_key("nope", Timestamp(70)).await.unwrap(),
+        None
+    );
+    // A revoked key still counts: revoking every key never opens the gateway.
+    store.revoke_api_key("a2", Timestamp(80)).await.unwrap();
+    store.revoke_api_key("b1", Timestamp(80)).await.unwrap();
+    assert!(store.has_api_keys().await.unwrap());
+}
+
+/// A stand-in hash of 64 hex digits, distinct per id.
+fn blake3_like(id: &str) -> String {
+    format!(
+        "{:0>64}",
+        id.bytes().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+pub async fn compensations_of_both_kinds_round_trip(store: Arc<dyn Store>) {
+    let mut upstream = effect("acme", "s1", 0);
+    upstream.compensation = Some(Compensation::Upstream {
+        tool: "refund".into(),
+        args: json!({"id": "{{result.id}}"}),
+    });
+    let mut local = effect("acme", "s1", 1);
+    local.compensation = Some(Compensation::Local {
+        function: "cancel_order".into(),
+    });
+    seed(&*store, "acme", "s1", &[&upstream, &local]).await;
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(tx.effect(upstream.id).await.unwrap(), Some(upstream));
+    assert_eq!(tx.effect(local.id).await.unwrap(), Some(local));
 }

@@ -29,8 +29,14 @@ pub trait Store: Send + Sync + Debug {
     /// The key whose secret hashes to `hash`, of any org: credentials are checked before the org
     /// is known.
     async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKey>>;
-    /// Whether any org has a key; with none, the gateway serves only loopback clients.
+    /// Whether any org has a key, revoked ones included; with none, the gateway serves only
+    /// loopback clients.
     async fn has_api_keys(&self) -> Result<bool>;
+    /// The keys of `org`, or of every org, oldest first: for the operator, never for a request.
+    async fn api_keys(&self, org: Option<&OrgId>) -> Result<Vec<ApiKey>>;
+    /// Marks a key revoked at `at` (a key revoked before keeps its time); the key as it is now,
+    /// or `None` when no key has this id. For the operator, never for a request.
+    async fn revoke_api_key(&self, id: &str, at: Timestamp) -> Result<Option<ApiKey>>;
 }
 
 /// Which effect [`Tx::session_with_effect`] reads beside the session.

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use undolog_types::{
-    ApprovalId, ApprovalState, Args, EffectId, EffectState, OrgId, SessionId, SessionState,
+    ApprovalId, ApprovalState, Args, EffectId, EffectState, OrgId, Role, SessionId, SessionState,
     Signature, Tier, Timestamp,
 };
 
@@ -17,16 +17,83 @@ pub struct Session {
     pub next_seq: i64,
     /// The effect whose compensation failed, kept for a person to resolve.
     pub failed_effect: Option<EffectId>,
+    /// The undo that owns the session while it is compensating: only its holder runs steps,
+    /// and another undo is refused until the claim is released or runs out.
+    pub undo_claim: Option<Lease>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 
-/// How to undo an effect: a tool and an argument template that may read the original `args` and
-/// `result`. Recorded with the effect before the tool runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Compensation {
-    pub tool: String,
-    pub args: Value,
+/// How to undo an effect. Recorded with the effect before the tool runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Compensation {
+    /// A tool of an upstream, called through the gateway with an argument template that may read
+    /// the original `args` and `result`. Only a tool the configuration declares as a
+    /// compensation may be named.
+    Upstream { tool: String, args: Value },
+    /// A function in the process of the SDK caller that recorded the effect; only that caller
+    /// can run it (its undo, step by step).
+    Local { function: String },
+}
+
+impl Compensation {
+    /// How an SDK marked a local function before compensations were typed.
+    const LEGACY_LOCAL_PREFIX: &'static str = "sdk:";
+}
+
+/// Reads both the typed form (`{"kind": "upstream" | "local", …}`) and the form written before
+/// it (`{"tool", "args"}`, with `sdk:` marking a local function), so older logs still undo.
+impl<'de> Deserialize<'de> for Compensation {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+        enum Typed {
+            Upstream {
+                tool: String,
+                #[serde(default = "empty_object")]
+                args: Value,
+            },
+            Local {
+                function: String,
+            },
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Legacy {
+            tool: String,
+            #[serde(default = "empty_object")]
+            args: Value,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Typed(Typed),
+            Legacy(Legacy),
+        }
+        let either = Either::deserialize(deserializer).map_err(|_| {
+            serde::de::Error::custom(
+                "a compensation is {\"kind\": \"upstream\", \"tool\", \"args\"} or \
+                 {\"kind\": \"local\", \"function\"}",
+            )
+        })?;
+        Ok(match either {
+            Either::Typed(Typed::Upstream { tool, args }) => Compensation::Upstream { tool, args },
+            Either::Typed(Typed::Local { function }) => Compensation::Local { function },
+            Either::Legacy(Legacy { tool, args }) => {
+                match tool.strip_prefix(Compensation::LEGACY_LOCAL_PREFIX) {
+                    Some(function) => Compensation::Local {
+                        function: function.to_owned(),
+                    },
+                    None => Compensation::Upstream { tool, args },
+                }
+            }
+        })
+    }
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
 }
 
 /// Who is executing a pending effect, and until when that claim holds.
@@ -72,6 +139,8 @@ pub struct Approval {
     pub state: ApprovalState,
     pub requested_at: Timestamp,
     pub expires_at: Timestamp,
+    /// Who made the call: that principal may not decide it (four eyes).
+    pub requested_by: Option<String>,
     pub decided_by: Option<String>,
     pub decided_at: Option<Timestamp>,
     pub reason: Option<String>,
@@ -94,6 +163,63 @@ pub struct ApiKey {
     pub org: OrgId,
     /// Lowercase hex BLAKE3 of the secret.
     pub hash: String,
+    pub role: Role,
     pub label: Option<String>,
     pub created_at: Timestamp,
+    /// Once set, the key no longer authenticates anything.
+    pub revoked_at: Option<Timestamp>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Compensation;
+
+    #[test]
+    fn compensations_read_both_the_typed_and_the_older_form() {
+        let upstream = |tool: &str, args| Compensation::Upstream {
+            tool: tool.into(),
+            args,
+        };
+        let cases = [
+            (
+                json!({"kind": "upstream", "tool": "refund", "args": {"id": 1}}),
+                Some(upstream("refund", json!({"id": 1}))),
+            ),
+            (
+                json!({"kind": "upstream", "tool": "refund"}),
+                Some(upstream("refund", json!({}))),
+            ),
+            (
+                json!({"kind": "local", "function": "cancel"}),
+                Some(Compensation::Local {
+                    function: "cancel".into(),
+                }),
+            ),
+            // Written before compensations were typed.
+            (
+                json!({"tool": "refund", "args": {"id": 1}}),
+                Some(upstream("refund", json!({"id": 1}))),
+            ),
+            (
+                json!({"tool": "sdk:cancel", "args": {}}),
+                Some(Compensation::Local {
+                    function: "cancel".into(),
+                }),
+            ),
+            (json!({"kind": "shell", "command": "rm"}), None),
+            (json!({"kind": "local", "function": "f", "tool": "x"}), None),
+            (json!({"args": {}}), None),
+            (json!("refund"), None),
+        ];
+        for (wire, expected) in cases {
+            let read = serde_json::from_value::<Compensation>(wire.clone()).ok();
+            assert_eq!(read, expected, "{wire}");
+            if let Some(read) = read {
+                let again = serde_json::to_value(&read).unwrap();
+                assert_eq!(serde_json::from_value::<Compensation>(again).unwrap(), read);
+            }
+        }
+    }
 }

@@ -8,15 +8,17 @@ use undolog_types::{Args, Signature, Timestamp};
 
 use crate::{ApiKey, Approval, Effect, Lease, Result, Session, Snapshot};
 
-pub(crate) const SESSION_COLUMNS: &str =
-    "org, id, state, next_seq, failed_effect, created_at, updated_at";
+pub(crate) const SESSION_COLUMNS: &str = "org, id, state, next_seq, failed_effect, undo_holder, \
+    undo_expires_at, created_at, updated_at";
 
 pub(crate) const EFFECT_COLUMNS: &str = "id, org, session, seq, tool, args, step, signature, \
     idempotency_key, tier, compensation, state, result, error, approval, lease_holder, \
     lease_expires_at, created_at, updated_at, completed_at";
 
 pub(crate) const APPROVAL_COLUMNS: &str = "id, org, session, effect_id, signature, state, \
-    requested_at, expires_at, decided_by, decided_at, reason";
+    requested_at, expires_at, requested_by, decided_by, decided_at, reason";
+
+pub(crate) const API_KEY_COLUMNS: &str = "id, org, hash, role, label, created_at, revoked_at";
 
 pub(crate) const SNAPSHOT_COLUMNS: &str = "org, session, taken_at, body";
 
@@ -79,19 +81,24 @@ pub(crate) fn session(row: &impl Columns) -> Result<Session> {
         state: parsed(row, "state")?,
         next_seq: row.int("next_seq")?,
         failed_effect: parsed_opt(row, "failed_effect")?,
+        undo_claim: lease(row, "undo_holder", "undo_expires_at")?,
         created_at: timestamp(row, "created_at")?,
         updated_at: timestamp(row, "updated_at")?,
     })
 }
 
+/// A lease stored as its two columns; `None` unless both are set.
+fn lease(row: &impl Columns, holder: &str, expires_at: &str) -> Result<Option<Lease>> {
+    Ok(
+        match (row.text_opt(holder)?, timestamp_opt(row, expires_at)?) {
+            (Some(holder), Some(expires_at)) => Some(Lease { holder, expires_at }),
+            _ => None,
+        },
+    )
+}
+
 pub(crate) fn effect(row: &impl Columns) -> Result<Effect> {
-    let lease = match (
-        row.text_opt("lease_holder")?,
-        timestamp_opt(row, "lease_expires_at")?,
-    ) {
-        (Some(holder), Some(expires_at)) => Some(Lease { holder, expires_at }),
-        _ => None,
-    };
+    let lease = lease(row, "lease_holder", "lease_expires_at")?;
     Ok(Effect {
         id: parsed(row, "id")?,
         org: parsed(row, "org")?,
@@ -127,6 +134,7 @@ pub(crate) fn approval(row: &impl Columns) -> Result<Approval> {
         state: parsed(row, "state")?,
         requested_at: timestamp(row, "requested_at")?,
         expires_at: timestamp(row, "expires_at")?,
+        requested_by: row.text_opt("requested_by")?,
         decided_by: row.text_opt("decided_by")?,
         decided_at: timestamp_opt(row, "decided_at")?,
         reason: row.text_opt("reason")?,
@@ -147,7 +155,9 @@ pub(crate) fn api_key(row: &impl Columns) -> Result<ApiKey> {
         id: row.text("id")?,
         org: parsed(row, "org")?,
         hash: row.text("hash")?,
+        role: parsed(row, "role")?,
         label: row.text_opt("label")?,
         created_at: timestamp(row, "created_at")?,
+        revoked_at: timestamp_opt(row, "revoked_at")?,
     })
 }

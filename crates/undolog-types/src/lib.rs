@@ -1,10 +1,11 @@
 //! UndoLog's shared vocabulary, with no IO: RFC 8785 canonical JSON, the call signature and its
-//! lock key, identifiers, timestamps, tool tiers, and the state machines of effects, sessions and
+//! lock key, identifiers, timestamps, tool tiers, credential roles, and the state machines of effects, sessions and
 //! approvals. Every other crate speaks in these types; none of them knows HTTP, MCP or SQL.
 
 pub mod canonical;
 mod error;
 mod ids;
+mod role;
 mod signature;
 mod state;
 mod strings;
@@ -13,6 +14,7 @@ mod time;
 
 pub use error::Error;
 pub use ids::{ApprovalId, EffectId, OrgId, SessionId};
+pub use role::Role;
 pub use signature::{Args, CallIdentity, LockKey, SIGNATURE_VERSION, Signature};
 pub use state::{ApprovalState, EffectState, IllegalTransition, SessionState};
 pub use tier::Tier;

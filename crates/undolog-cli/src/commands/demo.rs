@@ -8,7 +8,9 @@ use std::{collections::BTreeMap, path::PathBuf, sync::Arc, sync::Mutex};
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use undolog_engine::{Call, Compensated, Compensator, Engine, EngineConfig, Intercept, ToolPolicy};
+use undolog_engine::{
+    Call, Compensated, Compensator, Decider, Engine, EngineConfig, Intercept, ToolPolicy,
+};
 use undolog_store::{Compensation, Effect, SqliteOptions, SqliteStore};
 use undolog_types::{Args as CallArgs, OrgId, SessionId, Tier};
 
@@ -87,7 +89,7 @@ fn short(id: &str) -> &str {
 fn policy(tool: &str) -> ToolPolicy {
     match tool {
         "get_balance" => ToolPolicy::new(Tier::ReadOnly),
-        "transfer" => ToolPolicy::new(Tier::Compensable).with_compensation(Compensation {
+        "transfer" => ToolPolicy::new(Tier::Compensable).with_compensation(Compensation::Upstream {
             tool: "transfer".into(),
             args: json!({"from": "{{args.to}}", "to": "{{args.from}}", "amount": "{{args.amount}}"}),
         }),
@@ -135,8 +137,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         Intercept::AwaitingApproval { approval_id, .. } => approval_id,
         other => bail!("send_email should wait for approval, got {other:?}"),
     };
+    // Four eyes: the operator is not the agent that made the call.
+    let operator = Decider {
+        id: "demo-operator".into(),
+        may_decide_own: false,
+    };
     engine
-        .approve(&org, approval, "demo-operator", Some("looks right".into()))
+        .approve(&org, approval, &operator, Some("looks right".into()))
         .await?;
     println!("  operator approved {}", short(&approval.to_string()));
     call(
@@ -192,7 +199,8 @@ async fn call(
         tool,
         CallArgs::try_from(args.clone())?,
         policy(tool),
-    );
+    )
+    .with_caller("demo-agent");
     let answer = engine.intercept(call).await?;
     let tier = policy(tool).tier;
     match &answer {

@@ -52,7 +52,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 pub(crate) async fn stdio(source: Source) -> anyhow::Result<()> {
     let config = source.load(None)?;
     let gateway = Gateway::build(config).await?;
-    undolog_gateway::serve_stdio(gateway, Principal::open()).await?;
+    undolog_gateway::serve_stdio(gateway, Principal::stdio()).await?;
     Ok(())
 }
 

@@ -97,6 +97,7 @@ pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Er
             state: ApprovalState::Pending,
             requested_at: view.now,
             expires_at: view.approval_expires_at,
+            requested_by: call.caller.clone(),
             decided_by: None,
             decided_at: None,
             reason: None,
@@ -291,6 +292,7 @@ fn new_session(call: &Call, now: Timestamp) -> Session {
         state: SessionState::Active,
         next_seq: 0,
         failed_effect: None,
+        undo_claim: None,
         created_at: now,
         updated_at: now,
     }

@@ -87,11 +87,21 @@ fn ensure_pending(effect: &Effect) -> Result<(), Error> {
     }
 }
 
+/// Who decides an approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decider {
+    /// The principal, recorded as the approval's `decided_by` (`api-key:ID`, a token's subject).
+    pub id: String,
+    /// May decide a call this same principal made: a single-person setup that allows it, or the
+    /// one local operator of a gateway without keys. Otherwise four eyes: never one's own call.
+    pub may_decide_own: bool,
+}
+
 /// A person's yes. The caller has checked that the request has not expired.
 pub fn approve(
     effect: Effect,
     approval: Approval,
-    by: String,
+    by: &Decider,
     reason: Option<String>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
@@ -110,7 +120,7 @@ pub fn approve(
 pub fn deny(
     effect: Effect,
     approval: Approval,
-    by: String,
+    by: &Decider,
     reason: String,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
@@ -149,7 +159,7 @@ fn decide(
     mut effect: Effect,
     mut approval: Approval,
     (effect_to, approval_to): (EffectState, ApprovalState),
-    by: Option<String>,
+    by: Option<&Decider>,
     reason: Option<String>,
     now: Timestamp,
 ) -> Result<(Effect, Approval), Error> {
@@ -159,8 +169,17 @@ fn decide(
             state: approval.state,
         });
     }
+    if let Some(by) = by
+        && !by.may_decide_own
+        && approval.requested_by.as_deref() == Some(by.id.as_str())
+    {
+        return Err(Error::OwnCall {
+            approval: approval.id,
+            principal: by.id.clone(),
+        });
+    }
     approval.state = approval.state.transition(approval_to)?;
-    approval.decided_by = by;
+    approval.decided_by = by.map(|by| by.id.clone());
     approval.decided_at = Some(now);
     approval.reason = reason;
     effect.state = effect.state.transition(effect_to)?;

@@ -7,8 +7,11 @@ mod lifecycle;
 mod undo;
 
 pub use intercept::{Decision, InterceptView, decide_intercept, reject};
-pub use lifecycle::{Resolution, approve, commit, deny, expire, fail, resolve_in_doubt};
-pub use undo::{UndoPlan, plan_undo};
+pub use lifecycle::{Decider, Resolution, approve, commit, deny, expire, fail, resolve_in_doubt};
+pub use undo::{
+    StepRecorded, StepResult, UndoNext, UndoPlan, UndoStart, UndoView, complete_empty, finish_step,
+    next_step, plan_undo, record_step, start_undo,
+};
 
 use undolog_store::{Approval, Effect, Session};
 use undolog_types::{EffectId, SessionId, Timestamp};

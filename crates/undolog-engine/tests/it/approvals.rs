@@ -35,7 +35,7 @@ async fn an_irreversible_call_runs_only_after_approval() {
     );
 
     let decided = engine
-        .approve(&org(), approval, "alice", None)
+        .approve(&org(), approval, &person("alice"), None)
         .await
         .unwrap();
     assert_eq!(
@@ -59,7 +59,7 @@ async fn a_denial_carries_the_reason_to_the_agent() {
     let (engine, _) = engine().await;
     let (effect, approval) = held(&engine).await;
     engine
-        .deny(&org(), approval, "bob", "not to the CEO")
+        .deny(&org(), approval, &person("bob"), "not to the CEO")
         .await
         .unwrap();
     match engine.intercept(send_email("s1")).await.unwrap() {
@@ -82,9 +82,12 @@ async fn a_denial_carries_the_reason_to_the_agent() {
 async fn a_decision_is_made_once() {
     let (engine, _) = engine().await;
     let (_, approval) = held(&engine).await;
-    engine.deny(&org(), approval, "bob", "no").await.unwrap();
+    engine
+        .deny(&org(), approval, &person("bob"), "no")
+        .await
+        .unwrap();
     let err = engine
-        .approve(&org(), approval, "alice", None)
+        .approve(&org(), approval, &person("alice"), None)
         .await
         .unwrap_err();
     assert!(
@@ -105,7 +108,7 @@ async fn an_expired_request_cannot_be_approved_and_a_retry_asks_again() {
     let (effect, approval) = held(&engine).await;
     clock.advance(engine.config().approval_timeout + Duration::from_secs(1));
     let err = engine
-        .approve(&org(), approval, "alice", None)
+        .approve(&org(), approval, &person("alice"), None)
         .await
         .unwrap_err();
     assert!(
@@ -150,7 +153,7 @@ async fn hold_mode_wakes_when_a_person_decides() {
     };
     tokio::time::sleep(Duration::from_millis(20)).await;
     engine
-        .approve(&org(), approval, "alice", Some("fine".into()))
+        .approve(&org(), approval, &person("alice"), Some("fine".into()))
         .await
         .unwrap();
     let decided = waiter.await.unwrap().unwrap();
@@ -177,4 +180,54 @@ async fn a_policy_can_require_approval_for_a_compensable_tool() {
         engine.intercept(call).await.unwrap(),
         Intercept::AwaitingApproval { .. }
     ));
+}
+
+/// Four eyes: whoever made a call may not decide it, unless the setup allows it.
+#[tokio::test]
+async fn the_principal_that_made_a_call_cannot_decide_it() {
+    let cases = [
+        // (decider, may decide own, decision is taken)
+        ("api-key:agent", false, false),
+        ("api-key:agent", true, true),
+        ("api-key:approver", false, true),
+    ];
+    for (who, may_decide_own, taken) in cases {
+        for approve in [true, false] {
+            let (engine, _) = engine().await;
+            let call = send_email("s1").with_caller("api-key:agent");
+            let approval = match engine.intercept(call).await.unwrap() {
+                Intercept::AwaitingApproval { approval_id, .. } => approval_id,
+                other => panic!("{other:?}"),
+            };
+            let stored = engine.approval(&org(), approval).await.unwrap();
+            assert_eq!(stored.requested_by.as_deref(), Some("api-key:agent"));
+            let by = Decider {
+                id: who.into(),
+                may_decide_own,
+            };
+            let decided = if approve {
+                engine.approve(&org(), approval, &by, None).await
+            } else {
+                engine.deny(&org(), approval, &by, "no").await
+            };
+            let case = format!("{who} (may decide own: {may_decide_own}, approve: {approve})");
+            match decided {
+                Ok(decided) => {
+                    assert!(taken, "{case} decided");
+                    assert_eq!(decided.decided_by.as_deref(), Some(who), "{case}");
+                }
+                Err(e) => {
+                    assert!(!taken, "{case}: {e}");
+                    assert!(matches!(e, Error::OwnCall { .. }), "{case}: {e:?}");
+                    assert!(e.to_string().contains("four eyes"), "{e}");
+                    let still = engine.approval(&org(), approval).await.unwrap();
+                    assert_eq!(
+                        still.state,
+                        ApprovalState::Pending,
+                        "{case}: nothing changed"
+                    );
+                }
+            }
+        }
+    }
 }

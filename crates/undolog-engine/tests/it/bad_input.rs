@@ -110,7 +110,7 @@ async fn unknown_ids_are_typed_errors() {
     ));
     let approval = undolog_types::ApprovalId::generate();
     assert!(matches!(
-        engine.approve(&org(), approval, "a", None).await,
+        engine.approve(&org(), approval, &person("a"), None).await,
         Err(Error::UnknownApproval(_))
     ));
     assert!(matches!(

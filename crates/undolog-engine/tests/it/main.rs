@@ -10,12 +10,13 @@ mod rejected;
 mod replay;
 mod snapshots;
 mod undo;
+mod undo_decisions;
 mod undo_steps;
 
 use std::{sync::Arc, time::Duration};
 
 use serde_json::{Value, json};
-use undolog_engine::{Call, Engine, EngineConfig, Intercept, ManualClock, ToolPolicy};
+use undolog_engine::{Call, Decider, Engine, EngineConfig, Intercept, ManualClock, ToolPolicy};
 use undolog_store::{Compensation, SqliteOptions, SqliteStore};
 use undolog_types::{Args, EffectId, OrgId, SessionId, Tier, Timestamp};
 
@@ -58,7 +59,7 @@ pub fn args(value: Value) -> Args {
 }
 
 pub fn transfer_policy() -> ToolPolicy {
-    ToolPolicy::new(Tier::Compensable).with_compensation(Compensation {
+    ToolPolicy::new(Tier::Compensable).with_compensation(Compensation::Upstream {
         tool: "transfer".into(),
         args: json!({"from": "{{args.to}}", "to": "{{args.from}}", "amount": "{{args.amount}}"}),
     })
@@ -92,6 +93,14 @@ pub fn send_email(session_name: &str) -> Call {
         args(json!({"to": "ceo@example.com", "body": "hi"})),
         ToolPolicy::new(Tier::Irreversible),
     )
+}
+
+/// A person deciding approvals (never their own calls).
+pub fn person(name: &str) -> Decider {
+    Decider {
+        id: name.to_owned(),
+        may_decide_own: false,
+    }
 }
 
 /// Intercepts a call that must execute, and returns its effect id.

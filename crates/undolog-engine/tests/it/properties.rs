@@ -145,14 +145,14 @@ async fn play(ops: Vec<Op>) -> Result<(), TestCaseError> {
             },
             Op::Approve(n) => match pick(n, approvals.len()) {
                 Some(i) => engine
-                    .approve(&org(), approvals[i], "op", None)
+                    .approve(&org(), approvals[i], &person("op"), None)
                     .await
                     .map(drop),
                 None => Ok(()),
             },
             Op::Deny(n) => match pick(n, approvals.len()) {
                 Some(i) => engine
-                    .deny(&org(), approvals[i], "op", "no")
+                    .deny(&org(), approvals[i], &person("op"), "no")
                     .await
                     .map(drop),
                 None => Ok(()),

@@ -128,7 +128,7 @@ async fn irreversible_effects_are_reported_as_not_undoable() {
         other => panic!("{other:?}"),
     };
     engine
-        .approve(&org(), approval, "alice", None)
+        .approve(&org(), approval, &person("alice"), None)
         .await
         .unwrap();
     let email = run(&engine, send_email("s1"), json!("sent")).await;
@@ -198,4 +198,119 @@ async fn an_undo_announces_each_session_change_once() {
         states,
         vec![SessionState::Compensating, SessionState::Compensated]
     );
+}
+
+/// Counts every compensation it runs, taking a moment over each (so undos overlap).
+#[derive(Default)]
+struct SlowCounter {
+    runs: Mutex<Vec<EffectId>>,
+}
+
+#[async_trait]
+impl Compensator for SlowCounter {
+    async fn compensate(&self, effect: &Effect) -> Result<Compensated, String> {
+        self.runs.lock().unwrap().push(effect.id);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        Ok(Compensated::AlreadyUndone)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_undos_at_once_run_each_compensation_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(&dir).await;
+    let mut effects = Vec::new();
+    for amount in 1..=4 {
+        effects.push(run(&engine, transfer("s1", amount), json!("ok")).await);
+    }
+    let counter = std::sync::Arc::new(SlowCounter::default());
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(4));
+    let undos: Vec<_> = (0..4)
+        .map(|_| {
+            let (engine, counter, barrier) = (engine.clone(), counter.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                engine.undo(&org(), &session("s1"), &*counter).await
+            })
+        })
+        .collect();
+    let (mut done, mut refused) = (0, 0);
+    for undo in undos {
+        match undo.await.unwrap() {
+            Ok(report) => {
+                assert_eq!(report.state, SessionState::Compensated);
+                done += 1;
+            }
+            Err(Error::UndoRunning { .. } | Error::NothingToUndo { .. }) => refused += 1,
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((done, refused), (1, 3));
+    let mut runs = counter.runs.lock().unwrap().clone();
+    runs.sort();
+    effects.sort();
+    assert_eq!(runs, effects, "each compensation ran exactly once");
+}
+
+/// Never finishes: the undo running it is cut off, as if its process died.
+struct Stuck;
+
+#[async_trait]
+impl Compensator for Stuck {
+    async fn compensate(&self, _effect: &Effect) -> Result<Compensated, String> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_step_cut_off_mid_compensation_is_kept_for_a_person_not_run_again() {
+    let (engine, clock) = engine().await;
+    let one = run(&engine, transfer("s1", 1), json!("ok")).await;
+    let two = run(&engine, transfer("s1", 2), json!("ok")).await;
+    let cut_off = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.undo(&org(), &session("s1"), &Stuck).await })
+    };
+    for _ in 0..200 {
+        if engine.effect(&org(), two).await.unwrap().state == EffectState::Compensating {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    cut_off.abort();
+
+    // While its claim holds, nobody else may undo; after it runs out, the cut-off step may or
+    // may not have run, so it is kept for a person instead of being compensated again.
+    let ledger = Ledger::default();
+    let err = engine
+        .undo(&org(), &session("s1"), &ledger)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UndoRunning { .. }), "{err:?}");
+    clock.advance(engine.config().lease + std::time::Duration::from_secs(1));
+    let err = engine
+        .undo(&org(), &session("s1"), &ledger)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::UndoInterrupted { effect, .. } if *effect == two),
+        "{err:?}"
+    );
+    assert!(
+        ledger.undone.lock().unwrap().is_empty(),
+        "nothing ran again"
+    );
+    let effect = engine.effect(&org(), two).await.unwrap();
+    assert_eq!(effect.state, EffectState::CompensationFailed);
+    assert!(effect.error.unwrap().contains("may or may not have run"));
+    let s = &engine.sessions(&org()).await.unwrap()[0];
+    assert_eq!(
+        (s.state, s.failed_effect),
+        (SessionState::CompensationFailed, Some(two))
+    );
+
+    // The person checked: undoing again retries the step, then the rest.
+    let report = engine.undo(&org(), &session("s1"), &ledger).await.unwrap();
+    assert_eq!(report.state, SessionState::Compensated);
+    assert_eq!(*ledger.undone.lock().unwrap(), vec![two, one]);
 }

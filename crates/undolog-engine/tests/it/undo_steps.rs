@@ -27,6 +27,7 @@ async fn begin_plans_newest_first_and_the_last_recorded_step_closes_the_session(
     run(&engine, get_balance("s1"), json!(5)).await;
 
     let plan = engine.begin_undo(&org(), &session("s1")).await.unwrap();
+    let claim = plan.claim.as_str();
     assert_eq!(plan.state, SessionState::Compensating);
     let ids: Vec<_> = plan.steps.iter().map(|s| s.effect_id).collect();
     assert_eq!(ids, vec![two, one]);
@@ -36,7 +37,13 @@ async fn begin_plans_newest_first_and_the_last_recorded_step_closes_the_session(
     assert!(plan.steps[0].compensation.is_some());
 
     let progress = engine
-        .record_undo_step(&org(), &session("s1"), two, done(json!("refunded 2")))
+        .record_undo_step(
+            &org(),
+            &session("s1"),
+            claim,
+            two,
+            done(json!("refunded 2")),
+        )
         .await
         .unwrap();
     assert_eq!(progress.state, SessionState::Compensating);
@@ -45,6 +52,7 @@ async fn begin_plans_newest_first_and_the_last_recorded_step_closes_the_session(
         .record_undo_step(
             &org(),
             &session("s1"),
+            claim,
             one,
             StepOutcome::Compensated {
                 detail: Compensated::AlreadyUndone,
@@ -73,14 +81,19 @@ async fn steps_are_recorded_only_in_order_and_only_during_an_undo() {
     let two = run(&engine, transfer("s1", 2), json!("ok")).await;
 
     let err = engine
-        .record_undo_step(&org(), &session("s1"), two, done(json!(null)))
+        .record_undo_step(&org(), &session("s1"), "made-up", two, done(json!(null)))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotUndoing { .. }), "{err:?}");
 
-    engine.begin_undo(&org(), &session("s1")).await.unwrap();
+    let plan = engine.begin_undo(&org(), &session("s1")).await.unwrap();
     let err = engine
-        .record_undo_step(&org(), &session("s1"), one, done(json!(null)))
+        .record_undo_step(&org(), &session("s1"), "made-up", two, done(json!(null)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UndoLost { .. }), "{err:?}");
+    let err = engine
+        .record_undo_step(&org(), &session("s1"), &plan.claim, one, done(json!(null)))
         .await
         .unwrap_err();
     assert!(
@@ -101,13 +114,25 @@ async fn a_failed_step_stops_the_saga_and_beginning_again_resumes_there() {
     let one = run(&engine, transfer("s1", 1), json!("ok")).await;
     let two = run(&engine, transfer("s1", 2), json!("ok")).await;
     let three = run(&engine, transfer("s1", 3), json!("ok")).await;
-    engine.begin_undo(&org(), &session("s1")).await.unwrap();
+    let plan = engine.begin_undo(&org(), &session("s1")).await.unwrap();
     engine
-        .record_undo_step(&org(), &session("s1"), three, done(json!(null)))
+        .record_undo_step(
+            &org(),
+            &session("s1"),
+            &plan.claim,
+            three,
+            done(json!(null)),
+        )
         .await
         .unwrap();
     let progress = engine
-        .record_undo_step(&org(), &session("s1"), two, failed("bank is down"))
+        .record_undo_step(
+            &org(),
+            &session("s1"),
+            &plan.claim,
+            two,
+            failed("bank is down"),
+        )
         .await
         .unwrap();
     assert_eq!(progress.state, SessionState::CompensationFailed);
@@ -130,7 +155,7 @@ async fn a_failed_step_stops_the_saga_and_beginning_again_resumes_there() {
     assert_eq!(ids, vec![two, one], "step three is not redone");
     for id in ids {
         engine
-            .record_undo_step(&org(), &session("s1"), id, done(json!(null)))
+            .record_undo_step(&org(), &session("s1"), &plan.claim, id, done(json!(null)))
             .await
             .unwrap();
     }
@@ -149,7 +174,7 @@ async fn nothing_to_compensate_ends_at_once_and_lists_what_cannot_be_undone() {
         other => panic!("{other:?}"),
     };
     engine
-        .approve(&org(), approval, "alice", None)
+        .approve(&org(), approval, &person("alice"), None)
         .await
         .unwrap();
     let email = run(&engine, send_email("s1"), json!("sent")).await;
@@ -179,4 +204,46 @@ async fn a_session_with_calls_in_flight_cannot_begin_an_undo() {
         matches!(&err, Error::SessionBusy { effects, .. } if effects == &vec![running]),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn one_caller_undo_at_a_time_until_its_claim_runs_out() {
+    let (engine, clock) = engine().await;
+    let one = run(&engine, transfer("s1", 1), json!("ok")).await;
+    let two = run(&engine, transfer("s1", 2), json!("ok")).await;
+    let first = engine.begin_undo(&org(), &session("s1")).await.unwrap();
+    let err = engine.begin_undo(&org(), &session("s1")).await.unwrap_err();
+    assert!(matches!(err, Error::UndoRunning { .. }), "{err:?}");
+    assert!(err.to_string().contains("GET /events"), "{err}");
+    engine
+        .record_undo_step(&org(), &session("s1"), &first.claim, two, done(json!(null)))
+        .await
+        .unwrap();
+
+    // The first caller went quiet: once its claim runs out, another takes over where it stopped.
+    clock.advance(engine.config().lease + std::time::Duration::from_secs(1));
+    let second = engine.begin_undo(&org(), &session("s1")).await.unwrap();
+    assert_ne!(second.claim, first.claim);
+    let ids: Vec<_> = second.steps.iter().map(|s| s.effect_id).collect();
+    assert_eq!(
+        ids,
+        vec![one],
+        "the step already reported is not handed out again"
+    );
+    let err = engine
+        .record_undo_step(&org(), &session("s1"), &first.claim, one, done(json!(null)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UndoLost { .. }), "{err:?}");
+    let progress = engine
+        .record_undo_step(
+            &org(),
+            &session("s1"),
+            &second.claim,
+            one,
+            done(json!(null)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(progress.state, SessionState::Compensated);
 }

@@ -106,6 +106,9 @@ pub struct ApprovalSettings {
     pub timeout: Duration,
     /// How long a held request waits before answering that the decision is still pending.
     pub hold: Duration,
+    /// Whether a principal may decide a call it made itself. Off (four eyes) unless configured;
+    /// open mode's single local operator always may.
+    pub allow_self_approval: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -189,6 +192,14 @@ const ENV_KEYS: &[&str] = &[
 ];
 
 impl GatewayConfig {
+    /// Whether `tool` is the upstream compensation of some configured tool: the only upstream
+    /// tools an SDK effect may name as its compensation.
+    pub fn is_declared_compensation(&self, tool: &str) -> bool {
+        self.tools.values().any(|t| {
+            matches!(&t.compensation, Some(Compensation::Upstream { tool: c, .. }) if c == tool)
+        })
+    }
+
     /// Loads and validates: defaults, the file, `UNDOLOG_*`, then the flags in `source`.
     pub fn load(source: &ConfigSource) -> Result<GatewayConfig, Error> {
         let mut figment = Figment::new();

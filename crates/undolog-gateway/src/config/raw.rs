@@ -68,6 +68,8 @@ pub(crate) struct RawApprovals {
     pub(crate) timeout_secs: Option<u64>,
     /// How long a held MCP request waits for the decision before it answers "still waiting".
     pub(crate) hold_secs: Option<u64>,
+    /// Let a principal decide a call it made itself (single-person setups); off: four eyes.
+    pub(crate) allow_self_approval: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

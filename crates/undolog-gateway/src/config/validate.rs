@@ -104,6 +104,7 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         let settings = tool(&name, raw)?;
         tools.insert(name, settings);
     }
+    compensations_need_no_person(&tools)?;
 
     let interceptors = raw
         .interceptors
@@ -209,6 +210,7 @@ fn approvals(raw: &super::raw::RawApprovals) -> Result<ApprovalSettings, Error> 
             24 * 60 * 60,
         )?),
         hold: Duration::from_secs(positive("approvals.hold_secs", raw.hold_secs, 300)?),
+        allow_self_approval: raw.allow_self_approval.unwrap_or(false),
     })
 }
 
@@ -334,7 +336,33 @@ fn compensation(key: &str, raw: RawCompensation) -> Result<Compensation, Error> 
     })?;
     let args = raw.args.unwrap_or_else(|| json!({}));
     Template::check(&args).map_err(|e| Error::key(format!("{key}.args"), e))?;
-    Ok(Compensation { tool, args })
+    Ok(Compensation::Upstream { tool, args })
+}
+
+/// An undo step runs with no person asked, so a tool that waits for one (irreversible, or
+/// `requires_approval`) can never be a compensation: undo would run it unapproved.
+fn compensations_need_no_person(tools: &BTreeMap<String, ToolSettings>) -> Result<(), Error> {
+    for (name, settings) in tools {
+        let Some(Compensation::Upstream { tool, .. }) = &settings.compensation else {
+            continue;
+        };
+        let Some(undoer) = tools.get(tool) else {
+            continue; // classified when it is used; a step refuses one that needs approval
+        };
+        let needs_person =
+            undoer.tier == Some(Tier::Irreversible) || undoer.requires_approval == Some(true);
+        if needs_person {
+            return Err(Error::key(
+                format!("tools.{name}.compensation.tool"),
+                format!(
+                    "names {tool:?}, which waits for a person's approval (tools.{tool}); an undo \
+                     step runs unapproved, so it can never be a compensation. Name a compensable \
+                     tool, or undo {name} by hand"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The demo bank's classification: what a newcomer sees work without writing any configuration.
@@ -351,7 +379,7 @@ fn demo_tools() -> BTreeMap<String, ToolSettings> {
             "transfer".to_owned(),
             ToolSettings {
                 tier: Some(Tier::Compensable),
-                compensation: Some(Compensation {
+                compensation: Some(Compensation::Upstream {
                     tool: "transfer".into(),
                     args: json!({
                         "from_account": "{{args.to_account}}",

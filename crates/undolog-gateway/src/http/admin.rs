@@ -1,5 +1,6 @@
 //! The admin API: sessions and their effects, undo, approvals, and in-doubt effects.
-//! Everything is scoped to the caller's org.
+//! Everything is scoped to the caller's org. Reading takes any role; deciding an approval takes
+//! an approver (never for the caller's own call), and undo and in-doubt resolution an admin.
 
 use std::sync::Arc;
 
@@ -9,9 +10,9 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-use undolog_engine::{Resolution, UndoReport};
+use undolog_engine::{Decider, Resolution, UndoReport};
 use undolog_store::{Approval, Effect, Session};
-use undolog_types::{ApprovalId, ApprovalState, EffectId, SessionId};
+use undolog_types::{ApprovalId, ApprovalState, EffectId, Role, SessionId};
 
 use super::JsonBody;
 use crate::{Error, Gateway, Principal, compensate::UpstreamCompensator};
@@ -37,6 +38,22 @@ pub(crate) async fn sessions(
     Ok(Json(gateway.engine.sessions(&principal.org).await?))
 }
 
+pub(crate) async fn session(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Session> {
+    let id = session_id(&id)?;
+    let found = gateway
+        .engine
+        .sessions(&principal.org)
+        .await?
+        .into_iter()
+        .find(|s| s.id == id)
+        .ok_or(undolog_engine::Error::UnknownSession(id))?;
+    Ok(Json(found))
+}
+
 pub(crate) async fn session_effects(
     State(gateway): State<Arc<Gateway>>,
     Extension(principal): Extension<Principal>,
@@ -53,6 +70,7 @@ pub(crate) async fn undo(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<UndoReport> {
+    principal.require(Role::Admin, "undoing a session")?;
     let id = session_id(&id)?;
     let compensator = UpstreamCompensator { gateway: &gateway };
     Ok(Json(
@@ -101,18 +119,34 @@ pub(crate) struct Decision {
     reason: Option<String>,
 }
 
+/// Who decides, for the engine's four-eyes check: an approver's own calls are never theirs to
+/// decide, unless the setup allows it (or it is open mode's single local operator).
+fn decider(
+    gateway: &Gateway,
+    principal: &Principal,
+    action: &str,
+) -> std::result::Result<Decider, Error> {
+    principal.require(Role::Approver, action)?;
+    Ok(Decider {
+        id: principal.actor(),
+        may_decide_own: gateway.config.approvals.allow_self_approval
+            || principal.is_local_operator(),
+    })
+}
+
 pub(crate) async fn approve(
     State(gateway): State<Arc<Gateway>>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     JsonBody(decision): JsonBody<Decision>,
 ) -> Result<Approval> {
+    let by = decider(&gateway, &principal, "approving a call")?;
     let id: ApprovalId = parse_id("approval", &id)?;
     let reason = decision.reason;
     Ok(Json(
         gateway
             .engine
-            .approve(&principal.org, id, principal.actor(), reason)
+            .approve(&principal.org, id, &by, reason)
             .await?,
     ))
 }
@@ -123,6 +157,7 @@ pub(crate) async fn deny(
     Path(id): Path<String>,
     JsonBody(decision): JsonBody<Decision>,
 ) -> Result<Approval> {
+    let by = decider(&gateway, &principal, "denying a call")?;
     let id: ApprovalId = parse_id("approval", &id)?;
     let reason = decision
         .reason
@@ -131,10 +166,7 @@ pub(crate) async fn deny(
             Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into())
         })?;
     Ok(Json(
-        gateway
-            .engine
-            .deny(&principal.org, id, principal.actor(), reason)
-            .await?,
+        gateway.engine.deny(&principal.org, id, &by, reason).await?,
     ))
 }
 
@@ -167,6 +199,7 @@ pub(crate) async fn resolve(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ResolveBody>,
 ) -> Result<Value> {
+    principal.require(Role::Admin, "resolving an in-doubt effect")?;
     let id: EffectId = parse_id("effect", &id)?;
     let resolution = match body {
         ResolveBody::Committed { result } => Resolution::Committed(result),
@@ -176,7 +209,8 @@ pub(crate) async fn resolve(
         .engine
         .resolve_in_doubt(&principal.org, id, resolution)
         .await?;
+    tracing::info!(effect = %id, by = %principal.actor(), "in-doubt effect resolved");
     Ok(Json(
-        json!({ "effect_id": id.to_string(), "resolved": true }),
+        json!({ "effect_id": id.to_string(), "resolved": true, "resolved_by": principal.actor() }),
     ))
 }

@@ -42,6 +42,7 @@ pub(crate) async fn tool_call(
     let session = SessionId::new(session)
         .map_err(|e| Error::BadRequest(format!("X-UndoLog-Session-Id: {e}")))?;
     let call = ToolCall {
+        caller: principal.actor(),
         org: principal.org,
         session,
         tool: body.name,

@@ -40,6 +40,7 @@ pub(crate) async fn intercept(
 ) -> Result<Json<Value>, Error> {
     let session = SessionId::new(body.session_id)
         .map_err(|e| Error::BadRequest(format!("session_id: {e}")))?;
+    check_compensation(&gateway, body.tier, body.compensation.as_ref())?;
     let args = Args::try_from(Value::Object(body.arguments))
         .map_err(|e| Error::BadRequest(format!("arguments: {e}")))?;
     let policy = ToolPolicy {
@@ -48,7 +49,8 @@ pub(crate) async fn intercept(
         idempotent: body.idempotent,
         requires_approval: body.requires_approval,
     };
-    let mut call = Call::new(principal.org, session, body.tool, args, policy);
+    let mut call = Call::new(principal.org.clone(), session, body.tool, args, policy)
+        .with_caller(principal.actor());
     if let Some(step) = body.step {
         call = call.with_step(step);
     }
@@ -77,6 +79,35 @@ pub(crate) async fn intercept(
         }),
     };
     Ok(Json(answer))
+}
+
+/// An SDK effect's compensation runs when its session is undone, with no person asked: it is a
+/// function local to the SDK caller, or an upstream tool the configuration itself declares as a
+/// compensation (never any other upstream tool, which would launder a call past its policy).
+fn check_compensation(
+    gateway: &Gateway,
+    tier: Tier,
+    compensation: Option<&Compensation>,
+) -> Result<(), Error> {
+    match compensation {
+        None | Some(Compensation::Local { .. }) => {}
+        Some(Compensation::Upstream { tool, .. })
+            if !gateway.config.is_declared_compensation(tool) =>
+        {
+            return Err(Error::Unprocessable(format!(
+                "compensation: the upstream tool {tool:?} is not declared as a compensation in this \
+                 gateway's configuration ([tools.X] compensation), so an SDK effect may not name \
+                 it; use a local function ({{\"kind\": \"local\", \"function\": \"…\"}})"
+            )));
+        }
+        Some(Compensation::Upstream { .. }) => {}
+    }
+    if compensation.is_some() && tier != Tier::Compensable {
+        return Err(Error::Unprocessable(format!(
+            "compensation: only a compensable effect takes one, and this one is {tier}"
+        )));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,5 +1,5 @@
-//! Undo run by the caller: the SDK begins the undo, runs each compensation in its own process,
-//! newest first, and reports each outcome here.
+//! Undo run by the caller: the SDK begins the undo (claiming the session), runs each compensation
+//! in its own process, newest first, and reports each outcome here under that claim. Admins only.
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use axum::{
 use serde::Deserialize;
 use serde_json::Value;
 use undolog_engine::{Compensated, StepOutcome, UndoPlanned, UndoProgress};
-use undolog_types::EffectId;
+use undolog_types::{EffectId, Role};
 
 use super::{
     JsonBody,
@@ -24,19 +24,25 @@ pub(crate) async fn begin(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<UndoPlanned>, Error> {
+    principal.require(Role::Admin, "undoing a session")?;
     let id = session_id(&id)?;
     Ok(Json(gateway.engine.begin_undo(&principal.org, &id).await?))
 }
 
+/// One step's report: how it went, under the claim `begin` answered.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum StepBody {
     Compensated {
+        claim: String,
         #[serde(default)]
         result: Value,
     },
-    AlreadyUndone,
+    AlreadyUndone {
+        claim: String,
+    },
     Failed {
+        claim: String,
         error: String,
     },
 }
@@ -48,21 +54,28 @@ pub(crate) async fn step(
     Path((id, effect)): Path<(String, String)>,
     JsonBody(body): JsonBody<StepBody>,
 ) -> Result<Json<UndoProgress>, Error> {
+    principal.require(Role::Admin, "undoing a session")?;
     let id = session_id(&id)?;
     let effect: EffectId = parse_id("effect", &effect)?;
-    let outcome = match body {
-        StepBody::Compensated { result } => StepOutcome::Compensated {
-            detail: Compensated::Done { result },
-        },
-        StepBody::AlreadyUndone => StepOutcome::Compensated {
-            detail: Compensated::AlreadyUndone,
-        },
-        StepBody::Failed { error } => StepOutcome::Failed { error },
+    let (claim, outcome) = match body {
+        StepBody::Compensated { claim, result } => (
+            claim,
+            StepOutcome::Compensated {
+                detail: Compensated::Done { result },
+            },
+        ),
+        StepBody::AlreadyUndone { claim } => (
+            claim,
+            StepOutcome::Compensated {
+                detail: Compensated::AlreadyUndone,
+            },
+        ),
+        StepBody::Failed { claim, error } => (claim, StepOutcome::Failed { error }),
     };
     Ok(Json(
         gateway
             .engine
-            .record_undo_step(&principal.org, &id, effect, outcome)
+            .record_undo_step(&principal.org, &id, &claim, effect, outcome)
             .await?,
     ))
 }

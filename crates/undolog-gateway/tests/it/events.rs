@@ -30,12 +30,22 @@ pub(crate) async fn next_events(response: reqwest::Response, wanted: usize) -> V
 async fn events_arrive_live_and_only_for_the_callers_org() {
     let gw = TestGateway::start("").await;
     let store = gw.gateway.store();
-    let acme = undolog_gateway::create_key(&**store, OrgId::new("acme").unwrap(), None)
-        .await
-        .unwrap();
-    let globex = undolog_gateway::create_key(&**store, OrgId::new("globex").unwrap(), None)
-        .await
-        .unwrap();
+    let acme = undolog_gateway::create_key(
+        &**store,
+        OrgId::new("acme").unwrap(),
+        undolog_types::Role::Admin,
+        None,
+    )
+    .await
+    .unwrap();
+    let globex = undolog_gateway::create_key(
+        &**store,
+        OrgId::new("globex").unwrap(),
+        undolog_types::Role::Admin,
+        None,
+    )
+    .await
+    .unwrap();
     let subscribe = |secret: String| {
         let request = gw
             .http

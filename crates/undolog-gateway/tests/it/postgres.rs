@@ -74,14 +74,24 @@ async fn one_org_cannot_see_approve_or_undo_anothers_effects_through_any_api() {
     let db = FreshDatabase::new();
     let gw = TestGateway::start_on("", Some(db.url())).await;
     let store = gw.gateway.store();
-    let a = undolog_gateway::create_key(&**store, OrgId::new("org-a").unwrap(), None)
-        .await
-        .unwrap()
-        .secret;
-    let b = undolog_gateway::create_key(&**store, OrgId::new("org-b").unwrap(), None)
-        .await
-        .unwrap()
-        .secret;
+    let a = undolog_gateway::create_key(
+        &**store,
+        OrgId::new("org-a").unwrap(),
+        undolog_types::Role::Admin,
+        None,
+    )
+    .await
+    .unwrap()
+    .secret;
+    let b = undolog_gateway::create_key(
+        &**store,
+        OrgId::new("org-b").unwrap(),
+        undolog_types::Role::Admin,
+        None,
+    )
+    .await
+    .unwrap()
+    .secret;
 
     let transfer = json!({"name": "transfer", "arguments": {"from_account": "alice", "to_account": "bob", "amount": 1}});
     let (status, done) = send(&gw, "POST", "/mcp/tool_call", &a, transfer).await;

@@ -3,13 +3,14 @@
 use async_trait::async_trait;
 use serde_json::json;
 
-use super::{for_each_string_mut, secrets};
+use super::secrets;
 use crate::descriptor::{Descriptor, InterceptorType, Phase};
 use crate::error::Error;
 use crate::interceptor::{Interceptor, Invocation};
 use crate::wire::{Mutation, Outcome};
 
-/// Replaces every recognised credential in any string of the payload with `[redacted:<format>]`.
+/// Replaces every recognised credential in any string or key of the payload with
+/// `[redacted:<format>]`.
 #[derive(Debug, Clone)]
 pub struct SecretRedactor {
     descriptor: Descriptor,
@@ -58,14 +59,7 @@ impl Interceptor for SecretRedactor {
 
     async fn invoke(&self, invocation: Invocation) -> Result<Outcome, Error> {
         let mut payload = invocation.payload;
-        let mut redacted = 0;
-        for_each_string_mut(&mut payload, &mut |s| {
-            let (clean, n) = secrets::redact(s);
-            if n > 0 {
-                *s = clean;
-                redacted += n;
-            }
-        });
+        let redacted = secrets::redact_value(&mut payload);
         let mut mutation = if redacted > 0 {
             Mutation::changed(payload)
         } else {

@@ -26,7 +26,7 @@ use sqlx::{
     ConnectOptions, PgPool, Postgres, Transaction,
     postgres::{PgConnectOptions, PgPoolOptions},
 };
-use undolog_types::OrgId;
+use undolog_types::{OrgId, Timestamp};
 
 use crate::{ApiKey, Error, Notifications, Result, Store, Tx};
 
@@ -230,6 +230,16 @@ impl Store for PostgresStore {
         let any = keys::any(&mut tx).await?;
         tx.commit().await?;
         Ok(any)
+    }
+
+    async fn api_keys(&self, org: Option<&OrgId>) -> Result<Vec<ApiKey>> {
+        let mut conn = self.pool.acquire().await?;
+        keys::list(&mut conn, org).await
+    }
+
+    async fn revoke_api_key(&self, id: &str, at: Timestamp) -> Result<Option<ApiKey>> {
+        let mut conn = self.pool.acquire().await?;
+        keys::revoke(&mut conn, id, at).await
     }
 }
 

@@ -273,15 +273,18 @@ impl Tx for PostgresTx {
     async fn put_session(&mut self, s: &Session) -> Result<()> {
         let failed_effect = s.failed_effect.map(|e| e.to_string());
         let sql = self.sql(
-            "INSERT INTO sessions (org, id, state, next_seq, failed_effect, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+            "INSERT INTO sessions (org, id, state, next_seq, failed_effect, undo_holder, \
+             undo_expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
              ON CONFLICT (org, id) DO UPDATE SET state = excluded.state, next_seq = excluded.next_seq, \
-             failed_effect = excluded.failed_effect, updated_at = excluded.updated_at",
+             failed_effect = excluded.failed_effect, undo_holder = excluded.undo_holder, \
+             undo_expires_at = excluded.undo_expires_at, updated_at = excluded.updated_at",
             &[
                 s.id.as_str().into(),
                 s.state.as_str().into(),
                 s.next_seq.into(),
                 failed_effect.as_deref().into(),
+                s.undo_claim.as_ref().map(|c| c.holder.as_str()).into(),
+                s.undo_claim.as_ref().map(|c| c.expires_at.as_millis()).into(),
                 s.created_at.as_millis().into(),
                 s.updated_at.as_millis().into(),
             ],
@@ -451,8 +454,8 @@ impl Tx for PostgresTx {
         let (id, effect) = (a.id.to_string(), a.effect.to_string());
         let sql = self.sql(
             "INSERT INTO approvals (org, id, session, effect_id, signature, state, requested_at, \
-             expires_at, decided_by, decided_at, reason) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+             expires_at, requested_by, decided_by, decided_at, reason) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             &[
                 id.as_str().into(),
                 a.session.as_str().into(),
@@ -461,6 +464,7 @@ impl Tx for PostgresTx {
                 a.state.as_str().into(),
                 a.requested_at.as_millis().into(),
                 a.expires_at.as_millis().into(),
+                a.requested_by.as_deref().into(),
                 a.decided_by.as_deref().into(),
                 a.decided_at.map(Timestamp::as_millis).into(),
                 a.reason.as_deref().into(),

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use undolog_types::OrgId;
+use undolog_types::{OrgId, Timestamp};
 
 use crate::{ApiKey, Error, Result, Store, Tx};
 
@@ -144,5 +144,13 @@ impl Store for SqliteStore {
 
     async fn has_api_keys(&self) -> Result<bool> {
         keys::any(&self.pool).await
+    }
+
+    async fn api_keys(&self, org: Option<&OrgId>) -> Result<Vec<ApiKey>> {
+        keys::list(&self.pool, org).await
+    }
+
+    async fn revoke_api_key(&self, id: &str, at: Timestamp) -> Result<Option<ApiKey>> {
+        keys::revoke(&self.pool, id, at).await
     }
 }

@@ -64,16 +64,19 @@ impl Tx for SqliteTx {
 
     async fn put_session(&mut self, s: &Session) -> Result<()> {
         sqlx::query(
-            "INSERT INTO sessions (org, id, state, next_seq, failed_effect, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?) \
+            "INSERT INTO sessions (org, id, state, next_seq, failed_effect, undo_holder, \
+             undo_expires_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (org, id) DO UPDATE SET state = excluded.state, next_seq = excluded.next_seq, \
-             failed_effect = excluded.failed_effect, updated_at = excluded.updated_at",
+             failed_effect = excluded.failed_effect, undo_holder = excluded.undo_holder, \
+             undo_expires_at = excluded.undo_expires_at, updated_at = excluded.updated_at",
         )
         .bind(self.org.as_str())
         .bind(s.id.as_str())
         .bind(s.state.as_str())
         .bind(s.next_seq)
         .bind(s.failed_effect.map(|e| e.to_string()))
+        .bind(s.undo_claim.as_ref().map(|c| c.holder.clone()))
+        .bind(s.undo_claim.as_ref().map(|c| c.expires_at.as_millis()))
         .bind(s.created_at.as_millis())
         .bind(s.updated_at.as_millis())
         .execute(&mut *self.tx)
@@ -206,7 +209,8 @@ impl Tx for SqliteTx {
     async fn insert_approval(&mut self, a: &Approval) -> Result<()> {
         sqlx::query(
             "INSERT INTO approvals (id, org, session, effect_id, signature, state, requested_at, \
-             expires_at, decided_by, decided_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             expires_at, requested_by, decided_by, decided_at, reason) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(a.id.to_string())
         .bind(self.org.as_str())
@@ -216,6 +220,7 @@ impl Tx for SqliteTx {
         .bind(a.state.as_str())
         .bind(a.requested_at.as_millis())
         .bind(a.expires_at.as_millis())
+        .bind(&a.requested_by)
         .bind(&a.decided_by)
         .bind(a.decided_at.map(Timestamp::as_millis))
         .bind(&a.reason)

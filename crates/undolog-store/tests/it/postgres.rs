@@ -13,7 +13,7 @@ use std::{str::FromStr, sync::Arc, time::Duration};
 use async_trait::async_trait;
 use sqlx::{ConnectOptions, Connection, PgConnection, postgres::PgConnectOptions};
 use undolog_store::{ApiKey, PostgresOptions, PostgresStore, Result, Store, Tx};
-use undolog_types::OrgId;
+use undolog_types::{OrgId, Timestamp};
 
 /// The server the tests create their databases on.
 fn server_url() -> String {
@@ -180,6 +180,14 @@ impl Store for TestStore {
 
     async fn has_api_keys(&self) -> Result<bool> {
         self.store.has_api_keys().await
+    }
+
+    async fn api_keys(&self, org: Option<&OrgId>) -> Result<Vec<ApiKey>> {
+        self.store.api_keys(org).await
+    }
+
+    async fn revoke_api_key(&self, id: &str, at: Timestamp) -> Result<Option<ApiKey>> {
+        self.store.revoke_api_key(id, at).await
     }
 }
 

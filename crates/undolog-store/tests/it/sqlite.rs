@@ -17,6 +17,7 @@ async fn a_file_store_keeps_committed_rows_across_reopen() {
             state: SessionState::Active,
             next_seq: 7,
             failed_effect: None,
+            undo_claim: None,
             created_at: Timestamp(1),
             updated_at: Timestamp(1),
         })
@@ -25,7 +26,7 @@ async fn a_file_store_keeps_committed_rows_across_reopen() {
         tx.commit().await.unwrap();
     }
     let store = SqliteStore::open(SqliteOptions::file(&path)).await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 2);
+    assert_eq!(store.schema_version().await.unwrap(), 3);
     let mut tx = store.begin(&org).await.unwrap();
     let s = tx
         .session(&SessionId::new("s1").unwrap())
@@ -56,6 +57,39 @@ async fn a_schema_newer_than_the_binary_stops_start_up() {
             .contains("version 99, newer than this binary"),
         "{err}"
     );
+}
+
+/// A log made before roles existed: its keys become agents (least privilege), none is revoked,
+/// and its sessions hold no undo claim.
+#[tokio::test]
+async fn a_version_2_log_upgrades_with_its_keys_as_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.db");
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+        .await
+        .unwrap();
+    for sql in [
+        include_str!("../../src/sqlite/0001_init.sql"),
+        include_str!("../../src/sqlite/0002_api_keys.sql"),
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);
+         INSERT INTO schema_migrations VALUES (1, 0), (2, 0);
+         INSERT INTO api_keys (id, org, hash, label, created_at) VALUES ('old', 'acme', 'h1', NULL, 5);
+         INSERT INTO sessions VALUES ('acme', 's1', 'active', 0, NULL, 1, 1);",
+    ] {
+        sqlx::raw_sql(sql).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+
+    let store = SqliteStore::open(SqliteOptions::file(&path)).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), 3);
+    let key = store.api_key_by_hash("h1").await.unwrap().unwrap();
+    assert_eq!(
+        (key.role, key.revoked_at),
+        (undolog_types::Role::Agent, None)
+    );
+    let mut tx = store.begin(&OrgId::new("acme").unwrap()).await.unwrap();
+    let session = tx.session(&SessionId::new("s1").unwrap()).await.unwrap();
+    assert_eq!(session.unwrap().undo_claim, None);
 }
 
 #[test]

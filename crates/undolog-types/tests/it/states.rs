@@ -75,3 +75,21 @@ fn states_parse_from_their_text() {
     let err = "running".parse::<EffectState>().unwrap_err().to_string();
     assert!(err.contains("awaiting_approval"), "{err}");
 }
+
+#[test]
+fn each_role_includes_exactly_the_roles_below_it() {
+    use undolog_types::Role::{self, *};
+    let table = [
+        (Agent, [true, false, false]),
+        (Approver, [true, true, false]),
+        (Admin, [true, true, true]),
+    ];
+    for (role, expected) in table {
+        for (needed, allowed) in [Agent, Approver, Admin].into_iter().zip(expected) {
+            assert_eq!(role.includes(needed), allowed, "{role} includes {needed}");
+        }
+    }
+    assert_eq!("approver".parse::<Role>().unwrap(), Approver);
+    let err = "root".parse::<Role>().unwrap_err().to_string();
+    assert!(err.contains("agent approver admin"), "{err}");
+}

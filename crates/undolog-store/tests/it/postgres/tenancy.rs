@@ -5,7 +5,7 @@ use serde_json::json;
 use sqlx::{Connection, PgConnection, Row};
 use undolog_store::{ApiKey, Approval, Effect, Error, PostgresStore, Session, Snapshot, Store};
 use undolog_types::{
-    ApprovalId, ApprovalState, Args, CallIdentity, EffectId, EffectState, OrgId, SessionId,
+    ApprovalId, ApprovalState, Args, CallIdentity, EffectId, EffectState, OrgId, Role, SessionId,
     SessionState, Tier, Timestamp,
 };
 
@@ -63,6 +63,7 @@ async fn seed(store: &PostgresStore, org: &str) -> (Effect, Approval) {
         state: ApprovalState::Pending,
         requested_at: Timestamp(1),
         expires_at: Timestamp(60_001),
+        requested_by: None,
         decided_by: None,
         decided_at: None,
         reason: None,
@@ -74,6 +75,7 @@ async fn seed(store: &PostgresStore, org: &str) -> (Effect, Approval) {
         state: SessionState::Active,
         next_seq: 1,
         failed_effect: None,
+        undo_claim: None,
         created_at: Timestamp(1),
         updated_at: Timestamp(1),
     })
@@ -226,14 +228,20 @@ async fn api_keys_are_reachable_only_one_exact_hash_at_a_time() {
         id: "key_a".into(),
         org: OrgId::new("orgA").unwrap(),
         hash: "ab".repeat(32),
+        role: Role::Agent,
         label: None,
         created_at: Timestamp(1),
+        revoked_at: None,
     };
     store.insert_api_key(&key).await.unwrap();
 
     let mut conn = as_app_role(&db, "orgA").await;
-    // Not even its own org's keys can be listed.
+    // Not even its own org's keys can be listed, nor any key revoked (or promoted).
     assert_eq!(refused(&mut conn, "SELECT * FROM api_keys").await, "42501");
+    assert_eq!(
+        refused(&mut conn, "UPDATE api_keys SET role = 'admin'").await,
+        "42501"
+    );
     let found: Vec<String> = sqlx::query("SELECT org FROM undolog_api_key_by_hash($1)")
         .bind(&key.hash)
         .fetch_all(&mut conn)
@@ -345,6 +353,7 @@ async fn store_transactions_run_as_the_application_role() {
             state: SessionState::Active,
             next_seq: 0,
             failed_effect: None,
+            undo_claim: None,
             created_at: Timestamp(1),
             updated_at: Timestamp(1),
         })
@@ -383,12 +392,20 @@ async fn an_owner_that_is_no_superuser_runs_the_store_under_the_same_policies() 
         id: "key_a".into(),
         org: OrgId::new("orgA").unwrap(),
         hash: "cd".repeat(32),
+        role: Role::Admin,
         label: Some("ci".into()),
         created_at: Timestamp(1),
+        revoked_at: None,
     };
     store.insert_api_key(&key).await.unwrap();
     assert!(store.has_api_keys().await.unwrap());
-    assert_eq!(store.api_key_by_hash(&key.hash).await.unwrap(), Some(key));
+    assert_eq!(
+        store.api_key_by_hash(&key.hash).await.unwrap(),
+        Some(key.clone())
+    );
+    assert_eq!(store.api_keys(None).await.unwrap(), vec![key.clone()]);
+    let revoked = store.revoke_api_key(&key.id, Timestamp(2)).await.unwrap();
+    assert_eq!(revoked.and_then(|k| k.revoked_at), Some(Timestamp(2)));
     let mut tx = store.begin(&OrgId::new("orgA").unwrap()).await.unwrap();
     assert_eq!(
         tx.effect(effect.id).await.unwrap().map(|e| e.id),

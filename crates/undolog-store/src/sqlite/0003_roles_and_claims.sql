@@ -1,0 +1,13 @@
+-- Roles, revocation, four eyes and undo claims, version 3.
+--
+-- Keys made before roles existed become agents (least privilege): make approver and admin keys
+-- with `undolog keys create --role`. An approval names who made the call, so that principal
+-- cannot decide it. A session being undone names the undo that owns it until the claim runs out.
+
+ALTER TABLE api_keys ADD COLUMN role TEXT NOT NULL DEFAULT 'agent';
+ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;
+
+ALTER TABLE approvals ADD COLUMN requested_by TEXT;
+
+ALTER TABLE sessions ADD COLUMN undo_holder TEXT;
+ALTER TABLE sessions ADD COLUMN undo_expires_at INTEGER;
