@@ -45,10 +45,21 @@ enum Command {
     Undo(commands::admin::UndoArgs),
 }
 
+/// `UNDOLOG_LOG`, with two libraries held down whatever it says, because they print what a call
+/// carries before any redaction: rmcp (at info and debug, every request and notification whole)
+/// and sqlx (statements, slow ones at warn; PostgreSQL's carry their values as literals).
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    ["rmcp=warn", "sqlx=error"]
+        .into_iter()
+        .fold(tracing_subscriber::EnvFilter::from_env("UNDOLOG_LOG"), |filter, cap| {
+            filter.add_directive(cap.parse().expect("a valid directive"))
+        })
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("UNDOLOG_LOG"))
+        .with_env_filter(log_filter())
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {

@@ -3,7 +3,6 @@
 
 use std::{future::Future, sync::Arc};
 
-use axum::serve::ListenerExt;
 use rmcp::ServiceExt;
 use tokio::net::TcpListener;
 use undolog_engine::{Engine, EngineConfig};
@@ -103,20 +102,15 @@ pub async fn serve_http(
         )));
     }
     let cancel = tokio_util::sync::CancellationToken::new();
+    let header_timeout = gateway.config.limits.header_timeout;
     let router = http::router(gateway, addr, cancel.clone());
     tracing::info!(%addr, "undolog gateway listening; MCP at http://{addr}/mcp");
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            cancel.cancel();
-        })
-        .await
-        .map_err(|e| Error::Startup(format!("the HTTP server stopped: {e}")))
+    http::server::serve(listener, router, header_timeout, async move {
+        shutdown.await;
+        cancel.cancel();
+    })
+    .await;
+    Ok(())
 }
 
 /// Serves one MCP client on stdin/stdout (desktop clients spawn `undolog stdio`).

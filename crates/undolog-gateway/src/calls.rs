@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use rmcp::{
-    ErrorData, Peer, RoleServer,
+    ErrorData,
     model::{
         CallToolRequest, CallToolRequestParams, ClientRequest, InputResponses,
         ProgressNotificationParam, RequestMetaObject, ServerResult,
@@ -22,7 +22,7 @@ use crate::{
     config::ApprovalMode,
     interceptors::{self, RequestVerdict, ResponseVerdict},
     policy, results,
-    upstream::{Era, UpstreamError},
+    upstream::{Era, Requester, UpstreamError},
 };
 
 /// How the error of an effect recorded for an `input_required` round begins.
@@ -96,7 +96,8 @@ impl ToolCall {
 /// Who asked, for relaying progress and server-to-client requests, and for cancellation.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Caller {
-    pub(crate) peer: Option<Peer<RoleServer>>,
+    /// The MCP client request, when the call came over MCP.
+    pub(crate) requester: Option<Requester>,
     pub(crate) cancel: CancellationToken,
     /// Answer "awaiting approval" at once even in hold mode (the REST surface).
     pub(crate) never_hold: bool,
@@ -300,12 +301,12 @@ impl Gateway {
                 Err(other) => return Err(other.into()),
             }
             ticks += 1;
-            if let (Some(peer), Some(token)) = (&caller.peer, &token) {
+            if let (Some(requester), Some(token)) = (&caller.requester, &token) {
                 let mut progress = ProgressNotificationParam::new(token.clone(), f64::from(ticks));
                 progress.message = Some(format!(
                     "waiting for a person to decide approval {approval_id}"
                 ));
-                if let Err(e) = peer.notify_progress(progress).await {
+                if let Err(e) = requester.peer.notify_progress(progress).await {
                     tracing::debug!(error = %e, "progress not sent");
                 }
             }
@@ -336,9 +337,9 @@ impl Gateway {
             params.request_state = round.state.clone();
         }
         let ticket = caller
-            .peer
+            .requester
             .clone()
-            .map(|peer| conn.relay.register(peer, params.meta.as_ref()));
+            .map(|requester| conn.relay.register(requester, params.meta.as_ref()));
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let answer = conn
             .send(

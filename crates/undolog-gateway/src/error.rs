@@ -19,6 +19,8 @@ pub enum Error {
     #[error("{0}")]
     Unprocessable(String),
     #[error("{0}")]
+    RequestTimeout(String),
+    #[error("{0}")]
     Unauthorized(String),
     #[error("{0}")]
     Forbidden(String),
@@ -54,6 +56,7 @@ impl Error {
             Error::UnknownTool(_) => StatusCode::NOT_FOUND,
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::Cancelled => StatusCode::BAD_REQUEST,

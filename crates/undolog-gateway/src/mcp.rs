@@ -25,7 +25,7 @@ use crate::{
     Error, Gateway, Principal,
     calls::{Caller, InputRound, Outcome, ToolCall},
     results,
-    upstream::{Era, UpstreamError},
+    upstream::{Era, Requester, UpstreamError},
 };
 
 /// Header that pins the UndoLog session, whatever the transport's own session is.
@@ -39,6 +39,8 @@ pub(crate) struct McpFront {
     connection_session: SessionId,
     /// The fixed principal of a stdio client; HTTP requests carry theirs.
     stdio_principal: Option<Principal>,
+    /// Tells this connection from the others, for relaying upstream messages to it alone.
+    connection: u64,
 }
 
 impl McpFront {
@@ -47,6 +49,7 @@ impl McpFront {
             gateway,
             connection_session: fresh_session(),
             stdio_principal: None,
+            connection: Requester::next_connection(),
         }
     }
 
@@ -55,6 +58,7 @@ impl McpFront {
             gateway,
             connection_session: fresh_session(),
             stdio_principal: Some(principal),
+            connection: Requester::next_connection(),
         }
     }
 
@@ -97,9 +101,18 @@ impl McpFront {
         Ok((principal, session))
     }
 
-    fn caller(context: &RequestContext<RoleServer>) -> Caller {
+    /// The client request `context` is, as the relay addresses it.
+    fn requester(&self, context: &RequestContext<RoleServer>) -> Requester {
+        Requester {
+            peer: context.peer.clone(),
+            connection: self.connection,
+            request: context.id.clone(),
+        }
+    }
+
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
         Caller {
-            peer: Some(context.peer.clone()),
+            requester: Some(self.requester(context)),
             cancel: context.ct.clone(),
             never_hold: false,
             era: era(context),
@@ -222,7 +235,7 @@ impl ServerHandler for McpFront {
         };
         let outcome = self
             .gateway
-            .call_tool(call, &Self::caller(&context))
+            .call_tool(call, &self.caller(&context))
             .await
             .map_err(|e| e.to_jsonrpc())?;
         if let Outcome::Refused { error, .. } = outcome {
@@ -271,7 +284,7 @@ impl ServerHandler for McpFront {
         request.name = route.name;
         let _ticket = conn
             .relay
-            .register(context.peer.clone(), request.meta.as_ref());
+            .register(self.requester(&context), request.meta.as_ref());
         conn.request(era(&context), &context.ct, |peer| async move {
             peer.get_prompt_once(request).await
         })
@@ -341,7 +354,7 @@ impl ServerHandler for McpFront {
             let request = request.clone();
             let _ticket = conn
                 .relay
-                .register(context.peer.clone(), request.meta.as_ref());
+                .register(self.requester(&context), request.meta.as_ref());
             match conn
                 .request(era(&context), &context.ct, |peer| async move {
                     peer.read_resource_once(request).await

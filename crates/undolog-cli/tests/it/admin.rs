@@ -102,20 +102,32 @@ fn column(text: &str, marker: &str, word: &str) -> usize {
 #[test]
 fn admin_commands_list_decide_and_undo_with_tables_and_json() {
     let gw = serve();
-    let created = Command::new(env!("CARGO_BIN_EXE_undolog"))
-        .args([
-            "keys", "create", "--org", "acme", "--json", "--store", &gw.store,
-        ])
-        .output()
-        .unwrap();
-    assert!(created.status.success());
-    let created: Value = serde_json::from_slice(&created.stdout).unwrap();
-    assert_eq!(created["org"], "acme");
-    let key = created["key"].as_str().unwrap().to_owned();
+    let create = |role: &[&str]| {
+        let created = Command::new(env!("CARGO_BIN_EXE_undolog"))
+            .args([
+                "keys", "create", "--org", "acme", "--json", "--store", &gw.store,
+            ])
+            .args(role)
+            .output()
+            .unwrap();
+        assert!(created.status.success());
+        let created: Value = serde_json::from_slice(&created.stdout).unwrap();
+        assert_eq!(created["org"], "acme");
+        created
+    };
+    // The agent calls tools with its key (an agent's, by default); the operator decides and
+    // undoes with an admin's: four eyes.
+    let agent = create(&[]);
+    assert_eq!(agent["role"], "agent");
+    let agent = agent["key"].as_str().unwrap().to_owned();
+    let agent = agent.as_str();
+    let admin = create(&["--role", "admin"]);
+    assert_eq!(admin["role"], "admin");
+    let key = admin["key"].as_str().unwrap().to_owned();
     let key = key.as_str();
 
-    assert_eq!(gw.call(key, "s-1", TRANSFER)["outcome"], "executed");
-    let held = gw.call(key, "s-1", EMAIL);
+    assert_eq!(gw.call(agent, "s-1", TRANSFER)["outcome"], "executed");
+    let held = gw.call(agent, "s-1", EMAIL);
     assert_eq!(held["outcome"], "awaiting_approval");
     let approval = held["approval_id"].as_str().unwrap();
 
@@ -160,11 +172,24 @@ fn admin_commands_list_decide_and_undo_with_tables_and_json() {
     );
     assert_eq!(gw.json(key, &["approvals"]).as_array().unwrap().len(), 1);
 
+    let refused = gw.admin(Some(agent), &["approve", approval]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("403") && stderr.contains("approver"),
+        "an agent's key cannot approve: {stderr}"
+    );
     let approved = gw.json(key, &["approve", approval, "--reason", "expected"]);
     assert_eq!(approved["state"], "approved");
-    assert_eq!(gw.call(key, "s-1", EMAIL)["outcome"], "executed");
+    assert!(
+        approved["decided_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("api-key:"),
+        "{approved}"
+    );
+    assert_eq!(gw.call(agent, "s-1", EMAIL)["outcome"], "executed");
 
-    let second = gw.call(key, "s-1", EMAIL_2)["approval_id"]
+    let second = gw.call(agent, "s-1", EMAIL_2)["approval_id"]
         .as_str()
         .unwrap()
         .to_owned();

@@ -115,11 +115,15 @@ pub struct ApprovalSettings {
 pub struct Limits {
     pub max_body_bytes: usize,
     pub upstream_timeout: Duration,
+    /// How long a client may take to send a request's headers before the connection closes.
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body before it is answered 408.
+    pub body_timeout: Duration,
 }
 
-/// The `Host` and `Origin` headers `/mcp` accepts. `None`: the default for the listen address
-/// (bound to loopback: loopback names only; beyond it: any Host, no Origin check). An empty
-/// list (written `["*"]`) accepts any.
+/// The `Host` and `Origin` headers every route accepts. `None`: the default for the listen
+/// address (bound to loopback: loopback names and pages only; beyond it: any Host, and pages of
+/// the gateway's own origin only). An empty list (written `["*"]`) accepts any.
 #[derive(Debug, Clone, Default)]
 pub struct HttpSettings {
     pub allowed_hosts: Option<Vec<String>>,

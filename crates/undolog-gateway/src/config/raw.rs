@@ -77,9 +77,11 @@ pub(crate) struct RawApprovals {
 pub(crate) struct RawLimits {
     pub(crate) max_body_bytes: Option<usize>,
     pub(crate) upstream_timeout_secs: Option<u64>,
+    pub(crate) header_timeout_secs: Option<u64>,
+    pub(crate) body_timeout_secs: Option<u64>,
 }
 
-/// Which `Host` and `Origin` headers `/mcp` accepts (DNS-rebinding protection).
+/// Which `Host` and `Origin` headers every route accepts (DNS-rebinding and cross-site protection).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawHttp {

@@ -47,6 +47,16 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
             raw.limits.upstream_timeout_secs,
             30,
         )?),
+        header_timeout: Duration::from_secs(positive(
+            "limits.header_timeout_secs",
+            raw.limits.header_timeout_secs,
+            10,
+        )?),
+        body_timeout: Duration::from_secs(positive(
+            "limits.body_timeout_secs",
+            raw.limits.body_timeout_secs,
+            30,
+        )?),
     };
     let http = HttpSettings {
         allowed_hosts: allowed("http.allowed_hosts", raw.http.allowed_hosts, false)?,

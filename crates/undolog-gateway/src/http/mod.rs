@@ -1,14 +1,19 @@
 //! The HTTP surface: MCP at `/mcp`, the REST tool call, the admin and SDK APIs under `/v1`, and
 //! `GET /events`, and the dashboard at `/`. Every route but `/healthz`, `/v1/auth` and the
-//! dashboard's page and assets (which hold no data) needs credentials (see [`crate::auth`]).
+//! dashboard's page and assets (which hold no data) needs credentials (see [`crate::auth`]), and
+//! every route, those included, refuses cross-site and DNS-rebinding requests first
+//! ([`origin_guard`]).
 
 mod admin;
 mod body;
 mod dashboard;
 mod events;
+mod mcp_sessions;
+mod origin_guard;
 mod parse_guard;
 mod rest;
 mod sdk;
+pub(crate) mod server;
 mod undo_steps;
 
 use std::{net::SocketAddr, sync::Arc};
@@ -24,65 +29,40 @@ use rmcp::transport::streamable_http_server::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{Gateway, auth, config::HttpSettings, mcp::McpFront};
+use crate::{Gateway, auth, mcp::McpFront};
 
 pub(crate) use body::JsonBody;
 
-/// Origins of pages served from this machine: what a browser on a loopback-bound gateway's own
-/// machine may send (any port).
-const LOOPBACK_ORIGINS: &[&str] = &[
-    "http://localhost:*",
-    "http://127.0.0.1:*",
-    "http://[::1]:*",
-    "https://localhost:*",
-    "https://127.0.0.1:*",
-    "https://[::1]:*",
-];
-
-/// DNS-rebinding protection for `/mcp`: a page on some other site whose name resolves to
-/// 127.0.0.1 reaches a loopback-bound gateway with its own `Host` and `Origin`, which are refused
-/// (403). Bound beyond loopback (which needs API keys) the names are the operator's, unchecked
-/// unless configured. `[http] allowed_hosts` / `allowed_origins` replace either default.
-fn rebinding_protection(
-    config: StreamableHttpServerConfig,
-    http: &HttpSettings,
-    addr: SocketAddr,
-) -> StreamableHttpServerConfig {
-    let loopback = addr.ip().is_loopback();
-    let config = match &http.allowed_hosts {
-        Some(hosts) if hosts.is_empty() => config.disable_allowed_hosts(),
-        Some(hosts) => config.with_allowed_hosts(hosts.clone()),
-        // rmcp's default list is the loopback names.
-        None if loopback => config,
-        None => config.disable_allowed_hosts(),
-    };
-    match &http.allowed_origins {
-        Some(origins) if origins.is_empty() => config.disable_allowed_origins(),
-        Some(origins) => config.with_allowed_origins(origins.clone()),
-        None if loopback => config.with_allowed_origins(LOOPBACK_ORIGINS.iter().copied()),
-        None => config.disable_allowed_origins(),
-    }
-}
-
 pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: CancellationToken) -> Router {
     let limits = &gateway.config.limits;
-    let mcp_config = rebinding_protection(
-        StreamableHttpServerConfig::default()
-            .with_cancellation_token(cancel)
-            .with_max_request_body_bytes(limits.max_body_bytes),
+    // Host and Origin are checked for every route by `origin_guard`, so rmcp's own checks of
+    // `/mcp` are off: one rule, one place.
+    let mcp_config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(cancel)
+        .with_max_request_body_bytes(limits.max_body_bytes)
+        .disable_allowed_hosts()
+        .disable_allowed_origins();
+    let guard = Arc::new(origin_guard::OriginGuard::new(
         &gateway.config.http,
         addr,
-    );
+        limits.max_body_bytes,
+    ));
     let factory_gateway = gateway.clone();
+    let manager = Arc::new(LocalSessionManager::default());
+    let sessions = mcp_sessions::McpSessions::new(manager.clone());
     let mcp = StreamableHttpService::new(
         move || Ok(McpFront::http(factory_gateway.clone())),
-        LocalSessionManager::default().into(),
+        manager,
         mcp_config,
     );
     let mcp = Router::new()
         .route_service("/mcp", mcp)
         .route_layer(middleware::from_fn_with_state(
-            limits.max_body_bytes,
+            sessions,
+            mcp_sessions::bind_to_principal,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            (limits.max_body_bytes, limits.body_timeout),
             parse_guard::reject_unparsable,
         ));
     let authenticated = Router::new()
@@ -119,5 +99,9 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
         .route("/v1/auth", get(auth::mode))
         .merge(dashboard::routes())
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            guard,
+            origin_guard::refuse_foreign,
+        ))
         .with_state(gateway)
 }

@@ -1,5 +1,8 @@
 //! JSON-RPC's parse error for bodies that are not JSON at all: HTTP 400 with code −32700, as the
-//! spec names it, before the MCP transport sees the request (it would answer 415).
+//! spec names it, before the MCP transport sees the request (it would answer 415). The body is
+//! read here within `limits.body_timeout_secs`, so a client that sends it slowly is cut off.
+
+use std::time::Duration;
 
 use axum::{
     Json,
@@ -12,7 +15,7 @@ use axum::{
 use serde_json::json;
 
 pub(crate) async fn reject_unparsable(
-    State(limit): State<usize>,
+    State((limit, timeout)): State<(usize, Duration)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -20,12 +23,16 @@ pub(crate) async fn reject_unparsable(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
-        return (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            Json(json!({"error": format!("the body is over {limit} bytes; send less or raise limits.max_body_bytes")})),
-        )
-            .into_response();
+    let bytes = match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Json(json!({"error": format!("the body is over {limit} bytes; send less or raise limits.max_body_bytes")})),
+            )
+                .into_response();
+        }
+        Err(_) => return super::body::too_slow(timeout).into_response(),
     };
     if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
         let error = json!({

@@ -24,7 +24,10 @@ use rmcp::{
 };
 use tokio::sync::Mutex;
 
-use super::relay::{Relay, Ticket, UpstreamClient};
+use super::{
+    relay::{Relay, Ticket, UpstreamClient},
+    stream_origin::MarkingClient,
+};
 use crate::{
     config::{UpstreamConfig, UpstreamTransport},
     demo::DemoBank,
@@ -175,7 +178,8 @@ impl Connection {
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let transport =
+                    StreamableHttpClientTransport::with_client(MarkingClient::default(), config);
                 match era {
                     Era::Session => client.serve(transport).await,
                     // An upstream that only speaks sessions answers the probe as legacy; the
@@ -216,7 +220,7 @@ impl Connection {
             Err(e) => return Err(self.failed(era, e).await),
         };
         if let Some(ticket) = ticket {
-            ticket.bind(handle.progress_token.clone());
+            ticket.bind(handle.id.clone(), handle.progress_token.clone());
         }
         let id = handle.id.clone();
         let answer = tokio::select! {

@@ -6,6 +6,7 @@
 
 mod connection;
 mod relay;
+mod stream_origin;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
@@ -13,6 +14,7 @@ use rmcp::model::{Prompt, Resource, Tool};
 use tokio::sync::RwLock;
 
 pub(crate) use connection::{Connection, Era, UpstreamError};
+pub(crate) use relay::Requester;
 
 use crate::config::UpstreamConfig;
 

@@ -1,10 +1,14 @@
-//! Carrying what an upstream sends back to the client that caused it.
+//! Carrying what an upstream sends back to the client whose request caused it, and to no one else.
 //!
-//! Upstream connections are shared by every client, so the gateway keeps track of which client
-//! is waiting on which upstream. The SDK gives every upstream request a progress token of its own;
-//! progress under that token is mapped back to the client's token and client. Server-to-client
-//! requests (sampling, elicitation, roots) and log messages go to the client whose request is the
-//! newest in flight on that upstream; resource updates go to the clients subscribed to the URI.
+//! Upstream connections are shared by every client (of every org), so the gateway keeps track of
+//! which client request is waiting on which upstream request. Progress comes under a token of the
+//! gateway's own request, mapped back to the client's token. Server-to-client requests (sampling,
+//! elicitation, roots) and log messages are tied to the upstream request whose stream carried
+//! them (Streamable HTTP: rmcp marks requests with their stream, [`super::stream_origin`] marks
+//! notifications), and go to that client request, on its own stream. One that cannot be tied to
+//! a request (a stdio upstream, a standalone stream) goes to the client only when every request
+//! in flight on that upstream is that one client's; otherwise it is refused and logged, never
+//! guessed. Resource updates go to the clients subscribed to the URI.
 
 // Sampling, roots and logging are deprecated in 2026-07-28, but 2025-11-25 clients (most of them
 // today) still use them, and the gateway relays them faithfully.
@@ -25,13 +29,34 @@ use crate::interceptors::Interceptors;
 use rmcp::{
     ClientHandler, ErrorData, Peer, RoleClient, RoleServer,
     model::{
-        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-        ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
-        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
-        RequestMetaObject, ResourceUpdatedNotificationParam,
+        ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
+        CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
+        ElicitResult, GetExtensions, Implementation, ListRootsRequest, ListRootsResult,
+        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
+        RequestMetaObject, ResourceUpdatedNotificationParam, ServerRequest,
     },
-    service::{NotificationContext, RequestContext},
+    service::{InboundStreamOrigin, NotificationContext, OriginatingRequestId, RequestContext},
 };
+
+use super::stream_origin::RELATED_REQUEST;
+
+/// One client request, as a relayed message addresses it: the client's connection and the
+/// request's JSON-RPC id there.
+#[derive(Debug, Clone)]
+pub(crate) struct Requester {
+    pub(crate) peer: Peer<RoleServer>,
+    /// Tells client connections apart (the peers of one connection cannot be compared).
+    pub(crate) connection: u64,
+    pub(crate) request: RequestId,
+}
+
+impl Requester {
+    /// A number for a new client connection.
+    pub(crate) fn next_connection() -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+}
 
 /// The clients waiting on one upstream.
 #[derive(Debug, Default)]
@@ -46,11 +71,13 @@ pub(crate) struct Relay {
 
 #[derive(Debug)]
 struct InFlight {
-    client: Peer<RoleServer>,
+    requester: Requester,
     /// The client's own progress token, when it asked for progress.
     progress: Option<ProgressToken>,
     /// The token the upstream request went out with, once sent.
     upstream_token: Option<ProgressToken>,
+    /// The upstream request's id, once sent: what the upstream's messages are tied to.
+    upstream_request: Option<RequestId>,
 }
 
 /// Registered while a client's request is forwarded; dropping it forgets the request.
@@ -62,43 +89,40 @@ pub(crate) struct Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.relay
-            .in_flight
-            .lock()
-            .expect("relay lock")
-            .remove(&self.id);
+        self.relay.lock().remove(&self.id);
     }
 }
 
 impl Ticket {
-    /// Ties the upstream request's progress token to this client request.
-    pub(crate) fn bind(&self, upstream_token: ProgressToken) {
-        let mut in_flight = self.relay.in_flight.lock().expect("relay lock");
-        if let Some(f) = in_flight.get_mut(&self.id) {
+    /// Ties the upstream request (its id and progress token) to this client request.
+    pub(crate) fn bind(&self, upstream_request: RequestId, upstream_token: ProgressToken) {
+        if let Some(f) = self.relay.lock().get_mut(&self.id) {
+            f.upstream_request = Some(upstream_request);
             f.upstream_token = Some(upstream_token);
         }
     }
 }
 
 impl Relay {
-    /// Notes that `client` waits on this upstream; `meta` is its request's `_meta`, whose
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, InFlight>> {
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes that `requester` waits on this upstream; `meta` is its request's `_meta`, whose
     /// progress token (if any) its progress is sent under.
     pub(crate) fn register(
         self: &Arc<Self>,
-        client: Peer<RoleServer>,
+        requester: Requester,
         meta: Option<&RequestMetaObject>,
     ) -> Ticket {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let progress = meta.and_then(RequestMetaObject::get_progress_token);
         let waiting = InFlight {
-            client,
-            progress,
+            requester,
+            progress: meta.and_then(RequestMetaObject::get_progress_token),
             upstream_token: None,
+            upstream_request: None,
         };
-        self.in_flight
-            .lock()
-            .expect("relay lock")
-            .insert(id, waiting);
+        self.lock().insert(id, waiting);
         Ticket {
             relay: self.clone(),
             id,
@@ -155,19 +179,54 @@ impl Relay {
         subscribers.get(uri).cloned().unwrap_or_default()
     }
 
-    fn newest_client(&self) -> Option<Peer<RoleServer>> {
-        let in_flight = self.in_flight.lock().expect("relay lock");
-        in_flight.values().next_back().map(|f| f.client.clone())
+    /// The client request a message from the upstream belongs to. `upstream_request` is the
+    /// upstream request whose stream carried it, when the transport tells; without it, the
+    /// message is that of the only client connection with requests in flight here, if there is
+    /// only one. `None`: it cannot be attributed, and must not be delivered.
+    fn requester_of(&self, upstream_request: Option<&RequestId>) -> Option<Requester> {
+        let in_flight = self.lock();
+        if let Some(id) = upstream_request {
+            return in_flight
+                .values()
+                .find(|f| f.upstream_request.as_ref() == Some(id))
+                .map(|f| f.requester.clone());
+        }
+        let mut waiting = in_flight.values().rev();
+        let newest = waiting.next()?;
+        let one_connection = waiting.all(|f| f.requester.connection == newest.requester.connection);
+        one_connection.then(|| newest.requester.clone())
     }
 
     fn progress_target(&self, token: &ProgressToken) -> Option<(Peer<RoleServer>, ProgressToken)> {
-        let in_flight = self.in_flight.lock().expect("relay lock");
+        let in_flight = self.lock();
         in_flight.values().find_map(|f| {
             (f.upstream_token.as_ref() == Some(token))
-                .then(|| f.progress.clone().map(|p| (f.client.clone(), p)))
+                .then(|| f.progress.clone().map(|p| (f.requester.peer.clone(), p)))
                 .flatten()
         })
     }
+}
+
+/// The upstream request a server-to-client request came with, when its stream says.
+fn origin_of(context: &RequestContext<RoleClient>) -> Option<&RequestId> {
+    match context.extensions.get::<InboundStreamOrigin>() {
+        Some(InboundStreamOrigin::OutboundRequest(id)) => Some(id),
+        _ => None,
+    }
+}
+
+/// Sends a request to the client, on the stream of the client request it belongs to.
+async fn ask(requester: &Requester, mut request: ServerRequest) -> Result<ClientResult, ErrorData> {
+    request
+        .extensions_mut()
+        .insert(OriginatingRequestId(requester.request.clone()));
+    let peer = requester.peer.clone();
+    // From a task of its own: inside this handler rmcp would mark the request with the
+    // upstream's request id instead, and the client's stream would not be found.
+    tokio::spawn(async move { peer.send_request(request).await })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("the relay stopped: {e}"), None))?
+        .map_err(relayed)
 }
 
 /// The gateway's side of an upstream connection: an MCP client that relays back to clients.
@@ -177,11 +236,24 @@ pub(crate) struct UpstreamClient {
     pub(crate) upstream: String,
 }
 
-fn no_client(what: &str) -> ErrorData {
+/// The answer to a request no client request can be tied to: refused, never guessed.
+fn unattributed(upstream: &str, what: &str) -> ErrorData {
+    tracing::warn!(
+        upstream,
+        what,
+        "a message from an upstream could not be tied to one client request; refused"
+    );
     ErrorData::internal_error(
-        format!("{what} arrived when no client request was in flight; nobody to ask"),
+        format!(
+            "{what} could not be tied to one client request (none is in flight, or requests of \
+             several clients are); send it on the stream of the request it belongs to"
+        ),
         None,
     )
+}
+
+fn unexpected() -> ErrorData {
+    ErrorData::internal_error("the client answered with another kind of result", None)
 }
 
 fn relayed(e: rmcp::ServiceError) -> ErrorData {
@@ -206,46 +278,58 @@ impl ClientHandler for UpstreamClient {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         const EVENT: &str = "sampling/createMessage";
-        let client = self
+        let requester = self
             .relay
-            .newest_client()
-            .ok_or_else(|| no_client("a sampling request"))?;
+            .requester_of(origin_of(&context))
+            .ok_or_else(|| unattributed(&self.upstream, "a sampling request"))?;
         let params = self
             .relay
             .intercepted(EVENT, Phase::Request, params)
             .await?;
-        let result = client.create_message(params).await.map_err(relayed)?;
-        self.relay.intercepted(EVENT, Phase::Response, result).await
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        let ClientResult::CreateMessageResult(result) = ask(&requester, request).await? else {
+            return Err(unexpected());
+        };
+        self.relay
+            .intercepted(EVENT, Phase::Response, *result)
+            .await
     }
 
     async fn create_elicitation(
         &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         const EVENT: &str = "elicitation/create";
-        let client = self
+        let requester = self
             .relay
-            .newest_client()
-            .ok_or_else(|| no_client("an elicitation request"))?;
-        let request = self
+            .requester_of(origin_of(&context))
+            .ok_or_else(|| unattributed(&self.upstream, "an elicitation request"))?;
+        let params = self
             .relay
-            .intercepted(EVENT, Phase::Request, request)
+            .intercepted(EVENT, Phase::Request, params)
             .await?;
-        let result = client.create_elicitation(request).await.map_err(relayed)?;
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        let ClientResult::ElicitResult(result) = ask(&requester, request).await? else {
+            return Err(unexpected());
+        };
         self.relay.intercepted(EVENT, Phase::Response, result).await
     }
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        let roots = match self.relay.newest_client() {
-            Some(client) => client.list_roots().await.map_err(relayed)?,
-            None => ListRootsResult::default(),
+        let requester = self
+            .relay
+            .requester_of(origin_of(&context))
+            .ok_or_else(|| unattributed(&self.upstream, "a roots request"))?;
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        let ClientResult::ListRootsResult(roots) = ask(&requester, request).await? else {
+            return Err(unexpected());
         };
         self.relay
             .intercepted("roots/list", Phase::Response, roots)
@@ -279,16 +363,30 @@ impl ClientHandler for UpstreamClient {
 
     async fn on_logging_message(
         &self,
-        params: LoggingMessageNotificationParam,
+        mut params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        match self.relay.newest_client() {
-            Some(client) => {
-                if let Err(e) = client.notify_logging_message(params).await {
+        let related = params
+            .meta
+            .as_mut()
+            .and_then(|meta| meta.remove(RELATED_REQUEST))
+            .and_then(|id| serde_json::from_value::<RequestId>(id).ok());
+        if params.meta.as_ref().is_some_and(|m| m.is_empty()) {
+            params.meta = None;
+        }
+        match self.relay.requester_of(related.as_ref()) {
+            Some(requester) => {
+                if let Err(e) = requester.peer.notify_logging_message(params).await {
                     tracing::debug!(upstream = %self.upstream, error = %e, "log message not relayed");
                 }
             }
-            None => tracing::info!(upstream = %self.upstream, ?params, "upstream log message"),
+            // Its text may hold anything of another client's call: not even the log gets it.
+            None => tracing::info!(
+                upstream = %self.upstream,
+                level = ?params.level,
+                logger = params.logger.as_deref().unwrap_or("-"),
+                "an upstream log message could not be tied to one client request; dropped"
+            ),
         }
     }
 }

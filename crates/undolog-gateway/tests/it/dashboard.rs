@@ -116,7 +116,11 @@ async fn events_take_the_key_in_the_query_and_still_show_one_org_only() {
         .json()
         .await
         .unwrap();
-    assert_eq!(me, json!({"org": "acme", "key_id": acme.id}));
+    assert_eq!(
+        me,
+        json!({"org": "acme", "key_id": acme.id, "role": "admin",
+               "principal": format!("api-key:{}", acme.id)})
+    );
 
     let response = gw
         .http

@@ -78,7 +78,7 @@ async fn the_sdk_effect_api_records_a_local_tool_and_replays_it() {
     let intercept = json!({
         "session_id": "sdk-1", "tool": "charge_card", "arguments": {"cents": 500},
         "step": 0, "tier": "compensable",
-        "compensation": {"tool": "refund", "args": {"cents": "{{args.cents}}"}}
+        "compensation": {"kind": "local", "function": "refund"}
     });
     let (status, first) = gw.post("/v1/effects", intercept.clone()).await;
     assert_eq!(

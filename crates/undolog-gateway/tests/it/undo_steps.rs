@@ -9,6 +9,7 @@ async fn record_local_call(gw: &TestGateway, session: &str, step: u64, cents: u6
     let intercept = json!({
         "session_id": session, "tool": "charge_card", "arguments": {"cents": cents},
         "step": step, "tier": "compensable",
+        // The form SDKs wrote before compensations were typed: still a local function.
         "compensation": {"tool": "sdk:refund_card", "args": {}}
     });
     let (status, started) = gw.post("/v1/effects", intercept).await;
@@ -38,12 +39,16 @@ async fn the_caller_runs_the_undo_step_by_step_newest_first() {
     assert_eq!(steps[1]["effect_id"], json!(first));
     assert_eq!(steps[0]["args"], json!({"cents": 200}));
     assert_eq!(steps[0]["result"], json!({"charge": "ch_1"}));
-    assert_eq!(steps[0]["compensation"]["tool"], "sdk:refund_card");
+    assert_eq!(
+        steps[0]["compensation"],
+        json!({"kind": "local", "function": "refund_card"})
+    );
+    let claim = plan["claim"].as_str().unwrap();
 
     let (status, refused) = gw
         .post(
             &format!("/v1/sessions/u-1/undo/steps/{first}"),
-            json!({"outcome": "compensated", "result": "refunded"}),
+            json!({"outcome": "compensated", "result": "refunded", "claim": claim}),
         )
         .await;
     assert_eq!(status, 409, "{refused}");
@@ -55,7 +60,7 @@ async fn the_caller_runs_the_undo_step_by_step_newest_first() {
     let (status, progress) = gw
         .post(
             &format!("/v1/sessions/u-1/undo/steps/{second}"),
-            json!({"outcome": "compensated", "result": "refunded"}),
+            json!({"outcome": "compensated", "result": "refunded", "claim": claim}),
         )
         .await;
     assert_eq!(status, 200, "{progress}");
@@ -64,7 +69,7 @@ async fn the_caller_runs_the_undo_step_by_step_newest_first() {
     let (status, progress) = gw
         .post(
             &format!("/v1/sessions/u-1/undo/steps/{first}"),
-            json!({"outcome": "already_undone"}),
+            json!({"outcome": "already_undone", "claim": claim}),
         )
         .await;
     assert_eq!(status, 200, "{progress}");
@@ -87,15 +92,16 @@ async fn a_failed_local_compensation_leaves_the_session_for_a_person() {
     let (status, _) = gw
         .post(
             &format!("/v1/sessions/u-2/undo/steps/{only}"),
-            json!({"outcome": "compensated"}),
+            json!({"outcome": "compensated", "claim": "made-up"}),
         )
         .await;
     assert_eq!(status, 409, "a step is reported only during an undo");
-    gw.post("/v1/sessions/u-2/undo/begin", json!({})).await;
+    let (_, plan) = gw.post("/v1/sessions/u-2/undo/begin", json!({})).await;
+    let claim = plan["claim"].as_str().unwrap();
     let (status, progress) = gw
         .post(
             &format!("/v1/sessions/u-2/undo/steps/{only}"),
-            json!({"outcome": "failed", "error": "card network down"}),
+            json!({"outcome": "failed", "error": "card network down", "claim": claim}),
         )
         .await;
     assert_eq!(status, 200, "{progress}");

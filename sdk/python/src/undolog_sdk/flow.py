@@ -197,8 +197,9 @@ def undo(session_id: str, attempts: int = 3, backoff: float = 0.2) -> Flow:
     """Undoes a session with the local compensations, newest first, reporting each step. A
     compensation that raises is tried ``attempts`` times, pausing ``backoff`` seconds (doubled
     each time) in between, before the undo stops there."""
-    plan = checked((yield Http("POST", f"/v1/sessions/{session_id}/undo/begin")))
+    plan = checked((yield Http("POST", f"/v1/sessions/{session_id}/undo/begin", {})))
     state: str = plan["state"]
+    claim: str = plan["claim"]  # this undo's hold on the session: every step report names it
     steps: list[UndoStep] = []
     for step in plan["steps"]:
         effect_id, tool = step["effect_id"], step["tool"]
@@ -226,11 +227,11 @@ def undo(session_id: str, attempts: int = 3, backoff: float = 0.2) -> Flow:
                         pause *= 2
         if error is None:
             try:
-                report_body: JSON = {"outcome": "compensated", "result": to_json(outcome)}
+                report_body: JSON = {"outcome": "compensated", "result": to_json(outcome), "claim": claim}
             except EncodingError:
-                report_body = {"outcome": "compensated", "result": repr(outcome)[:2000]}
+                report_body = {"outcome": "compensated", "result": repr(outcome)[:2000], "claim": claim}
         else:
-            report_body = {"outcome": "failed", "error": error}
+            report_body = {"outcome": "failed", "error": error, "claim": claim}
         path = f"/v1/sessions/{session_id}/undo/steps/{effect_id}"
         progress = checked((yield Http("POST", path, report_body)))
         steps.append(UndoStep(effect_id=effect_id, tool=tool, compensated=error is None, error=error))

@@ -57,12 +57,12 @@ class ToolSpec:
         return out
 
     def compensation_record(self) -> dict[str, Any] | None:
-        """What the gateway records as the compensation: the local function's name, marked so
-        the gateway's own undo never mistakes it for an upstream tool."""
+        """What the gateway records as the compensation: a function local to this process (the
+        gateway's own undo never runs it, and never mistakes it for an upstream tool)."""
         if self.compensation is None:
             return None
         name = getattr(self.compensation, "__qualname__", repr(self.compensation))
-        return {"tool": f"sdk:{name}", "args": {}}
+        return {"kind": "local", "function": name}
 
 
 _REGISTRY: dict[str, ToolSpec] = {}
