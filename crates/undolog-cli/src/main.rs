@@ -49,11 +49,10 @@ enum Command {
 /// carries before any redaction: rmcp (at info and debug, every request and notification whole)
 /// and sqlx (statements, slow ones at warn; PostgreSQL's carry their values as literals).
 fn log_filter() -> tracing_subscriber::EnvFilter {
-    ["rmcp=warn", "sqlx=error"]
-        .into_iter()
-        .fold(tracing_subscriber::EnvFilter::from_env("UNDOLOG_LOG"), |filter, cap| {
-            filter.add_directive(cap.parse().expect("a valid directive"))
-        })
+    ["rmcp=warn", "sqlx=error"].into_iter().fold(
+        tracing_subscriber::EnvFilter::from_env("UNDOLOG_LOG"),
+        |filter, cap| filter.add_directive(cap.parse().expect("a valid directive")),
+    )
 }
 
 #[tokio::main]

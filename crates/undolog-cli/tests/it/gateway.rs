@@ -58,9 +58,10 @@ pub(crate) fn wait_healthy(base: &str) {
     panic!("the gateway did not come up at {base}");
 }
 
+/// `curl -s ARGS`, sending JSON (as the README's curl lines do), answering JSON.
 pub(crate) fn curl_json(args: &[&str]) -> Value {
     let out = Command::new("curl")
-        .args(["-s"])
+        .args(["-s", "-H", "Content-Type: application/json"])
         .args(args)
         .output()
         .unwrap();
