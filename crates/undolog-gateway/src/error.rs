@@ -98,6 +98,52 @@ impl Error {
         }
     }
 
+    /// A machine-readable name of what went wrong, beside the message in every error body.
+    pub(crate) fn code(&self) -> &'static str {
+        use EngineError as E;
+        match self {
+            Error::UnknownTool(_) => "unknown_tool",
+            Error::BadRequest(_) => "bad_request",
+            Error::Unprocessable(_) => "unprocessable",
+            Error::RequestTimeout(_) => "body_too_slow",
+            Error::Unauthorized(_) => "unauthorized",
+            Error::Forbidden(_) => "forbidden",
+            Error::Cancelled => "cancelled",
+            Error::OutcomeNotRecorded { .. } => "outcome_not_recorded",
+            Error::Config(_) | Error::Startup(_) => "internal",
+            Error::Intercepted { .. } => "intercepted",
+            Error::Engine(e) => match e {
+                E::InvalidInput(_) => "invalid_input",
+                E::EmptyToolName => "empty_tool_name",
+                E::EmptyIdempotencyKey => "empty_idempotency_key",
+                E::ArgsTooLarge { .. } => "args_too_large",
+                E::KeyReused { .. } => "idempotency_key_reused",
+                E::UnknownEffect(_) => "unknown_effect",
+                E::UnknownApproval(_) => "unknown_approval",
+                E::UnknownSession(_) => "unknown_session",
+                E::NotPending { .. } => "not_pending",
+                E::AlreadyDecided { .. } => "already_decided",
+                E::OwnCall { .. } => "own_call",
+                E::ApprovalExpired(_) => "approval_expired",
+                E::CallFailed { .. } => "call_failed",
+                E::StillRunning(_) => "still_running",
+                E::ApprovalWaitTimedOut(_) => "still_waiting_for_approval",
+                E::NotInDoubt(_) => "not_in_doubt",
+                E::SessionBusy { .. } => "session_busy",
+                E::NothingToUndo { .. } => "nothing_to_undo",
+                E::UndoRunning { .. } => "undo_running",
+                E::UndoInterrupted { .. } => "undo_interrupted",
+                E::UndoLost { .. } => "undo_lost",
+                E::StepNotBegun(_) => "step_not_begun",
+                E::NotUndoing { .. } => "not_undoing",
+                E::OutOfOrder { .. } => "out_of_order",
+                E::IllegalTransition(_) => "illegal_transition",
+                E::Store(_) => "store_unavailable",
+                E::Stopped => "stopped",
+            },
+        }
+    }
+
     /// What the client is told. Store failures are logged in full and summarized.
     fn public_message(&self) -> String {
         match self {
@@ -138,6 +184,7 @@ impl Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        (status, Json(json!({ "error": self.public_message() }))).into_response()
+        let body = json!({ "error": self.public_message(), "code": self.code() });
+        (status, Json(body)).into_response()
     }
 }

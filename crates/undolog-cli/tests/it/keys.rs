@@ -171,7 +171,10 @@ fn no_log_level_prints_what_a_call_carries() {
     std::thread::sleep(Duration::from_millis(300));
     drop(gateway);
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("applied schema migration"), "logging is on:\n{text}");
+    assert!(
+        text.contains("applied schema migration"),
+        "logging is on:\n{text}"
+    );
     assert!(
         !text.contains("secret-recipient-0x5e"),
         "an argument reached the log:\n{}",

@@ -191,7 +191,10 @@ pub fn start_undo(view: UndoView, claim: Lease) -> Result<UndoStart, Error> {
 pub enum UndoNext {
     /// Compensate this effect now: it is marked `compensating` (and the claim renewed) by
     /// `writes`, which must commit before the compensation runs.
-    Compensate { effect: Effect, writes: Vec<Write> },
+    Compensate {
+        effect: Box<Effect>,
+        writes: Vec<Write>,
+    },
     /// Every step is done: the session is compensated and its claim released.
     Done { writes: Vec<Write> },
 }
@@ -212,7 +215,7 @@ pub fn next_step(view: UndoView, holder: &str, claim_until: Timestamp) -> Result
     }
     session.updated_at = now;
     Ok(UndoNext::Compensate {
-        effect: effect.clone(),
+        effect: Box::new(effect.clone()),
         writes: vec![Write::UpdateEffect(effect), Write::PutSession(session)],
     })
 }

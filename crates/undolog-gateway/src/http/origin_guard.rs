@@ -231,10 +231,11 @@ mod tests {
 
     use super::*;
 
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
-            map.insert(*name, HeaderValue::from_str(value).unwrap());
+            let name = header::HeaderName::from_bytes(name.as_bytes()).unwrap();
+            map.insert(name, HeaderValue::from_str(value).unwrap());
         }
         map
     }
@@ -248,6 +249,9 @@ mod tests {
         OriginGuard::new(&http, addr.parse().unwrap(), 1000)
     }
 
+    /// (what, the rules, method, headers, the status refused with or `None`).
+    type Case<'a> = (&'a str, &'a OriginGuard, Method, Vec<(&'a str, &'a str)>, Option<u16>);
+
     #[test]
     fn what_each_setup_refuses() {
         let loopback = guard(None, None, "127.0.0.1:8080");
@@ -258,7 +262,7 @@ mod tests {
             "0.0.0.0:8080",
         );
         let json = ("content-type", "application/json");
-        let cases: &[(&str, &OriginGuard, Method, Vec<(&str, &str)>, Option<u16>)] = &[
+        let cases: Vec<Case<'_>> = vec![
             (
                 "loopback, a program",
                 &loopback,
@@ -484,7 +488,7 @@ mod tests {
                 Some(403),
             ),
         ];
-        for (what, guard, method, pairs, want) in cases {
+        for (what, guard, method, pairs, want) in &cases {
             let got = guard
                 .refusal(method, &headers(pairs))
                 .map(|(s, _)| s.as_u16());

@@ -32,8 +32,9 @@ use rmcp::{
         ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
         CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
         ElicitResult, GetExtensions, Implementation, ListRootsRequest, ListRootsResult,
-        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
-        RequestMetaObject, ResourceUpdatedNotificationParam, ServerRequest,
+        LoggingMessageNotificationParam, NotificationMetaObject, ProgressNotificationParam,
+        ProgressToken, RequestId, RequestMetaObject, ResourceUpdatedNotificationParam,
+        ServerRequest,
     },
     service::{InboundStreamOrigin, NotificationContext, OriginatingRequestId, RequestContext},
 };
@@ -363,17 +364,15 @@ impl ClientHandler for UpstreamClient {
 
     async fn on_logging_message(
         &self,
-        mut params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        params: LoggingMessageNotificationParam,
+        mut context: NotificationContext<RoleClient>,
     ) {
-        let related = params
-            .meta
-            .as_mut()
+        // rmcp hands the notification's `_meta` over in the context's extensions.
+        let related = context
+            .extensions
+            .get_mut::<NotificationMetaObject>()
             .and_then(|meta| meta.remove(RELATED_REQUEST))
             .and_then(|id| serde_json::from_value::<RequestId>(id).ok());
-        if params.meta.as_ref().is_some_and(|m| m.is_empty()) {
-            params.meta = None;
-        }
         match self.relay.requester_of(related.as_ref()) {
             Some(requester) => {
                 if let Err(e) = requester.peer.notify_logging_message(params).await {

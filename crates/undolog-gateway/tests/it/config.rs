@@ -74,6 +74,26 @@ fn each_mistake_names_its_key_and_the_fix() {
             "args. or result.",
         ),
         (
+            "[tools.t]\ncompensation = { tool = \"send\" }\n[tools.send]\ntier = \"irreversible\"",
+            "`tools.t.compensation.tool`",
+            "can never be a compensation",
+        ),
+        (
+            "[tools.t]\ncompensation = { tool = \"u\" }\n[tools.u]\nrequires_approval = true",
+            "`tools.t.compensation.tool`",
+            "waits for a person",
+        ),
+        (
+            "[approvals]\nallow_self_approval = \"yes\"",
+            "approvals.allow_self_approval",
+            "boolean",
+        ),
+        (
+            "[limits]\nheader_timeout_secs = 0",
+            "`limits.header_timeout_secs`",
+            "greater than zero",
+        ),
+        (
             "[limits]\nupstream_timeout_secs = 0",
             "`limits.upstream_timeout_secs`",
             "greater than zero",

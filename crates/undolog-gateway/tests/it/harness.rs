@@ -14,7 +14,8 @@ use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines},
     process::{Child, ChildStdin, ChildStdout, Command},
 };
-use undolog_gateway::{ConfigSource, Gateway, GatewayConfig};
+use undolog_gateway::{ConfigSource, Gateway, GatewayConfig, NewKey};
+use undolog_types::{OrgId, Role};
 
 pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -181,6 +182,66 @@ impl TestGateway {
         format!("{}/mcp", self.base)
     }
 
+    /// A new API key of `org` with `role`, in this gateway's store.
+    pub(crate) async fn key(&self, org: &str, role: Role) -> NewKey {
+        undolog_gateway::create_key(
+            &**self.gateway.store(),
+            OrgId::new(org).unwrap(),
+            role,
+            None,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// `GET path` with `key` (none: open mode); the status and the JSON answer.
+    pub(crate) async fn get_as(&self, key: Option<&NewKey>, path: &str) -> (u16, Value) {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        if let Some(key) = key {
+            request = request.bearer_auth(&key.secret);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `POST path` with a JSON body and `key`; the status and the JSON answer.
+    pub(crate) async fn post_as(
+        &self,
+        key: Option<&NewKey>,
+        path: &str,
+        body: Value,
+    ) -> (u16, Value) {
+        let mut request = self.http.post(format!("{}{path}", self.base)).json(&body);
+        if let Some(key) = key {
+            request = request.bearer_auth(&key.secret);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A REST tool call in `session` with `key`; the status and the JSON answer.
+    pub(crate) async fn rest_call(
+        &self,
+        key: Option<&NewKey>,
+        session: &str,
+        tool: &str,
+        arguments: Value,
+    ) -> (u16, Value) {
+        let mut request = self
+            .http
+            .post(format!("{}/mcp/tool_call", self.base))
+            .header("x-undolog-session-id", session)
+            .json(&json!({"name": tool, "arguments": arguments}));
+        if let Some(key) = key {
+            request = request.bearer_auth(&key.secret);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
     pub(crate) async fn get(&self, path: &str) -> Value {
         let response = self
             .http
@@ -234,13 +295,31 @@ pub(crate) struct Client {
 impl Client {
     /// `venv` is `mcp2` or `mcp1`; `mode` is `modern` or `legacy`.
     pub(crate) async fn connect(venv: &str, mode: &str, url: &str, headers: &[&str]) -> Client {
+        Client::connect_with(venv, mode, url, headers, &[]).await
+    }
+
+    /// The same with more of client.py's options (`--elicit-reply`, `--sampling-reply`…).
+    pub(crate) async fn connect_with(
+        venv: &str,
+        mode: &str,
+        url: &str,
+        headers: &[&str],
+        options: &[&str],
+    ) -> Client {
         let mut cmd = Command::new(python(venv));
         cmd.arg(fixture("client.py"))
-            .args(["--url", url, "--mode", mode]);
+            .args(["--url", url, "--mode", mode])
+            .args(options);
         for header in headers {
             cmd.args(["--header", header]);
         }
         Client::start(cmd).await
+    }
+
+    /// What the server said to this client alone: `{"logs": [...], "asked": [...]}`.
+    pub(crate) async fn heard(&mut self) -> Value {
+        let id = self.send(json!({"op": "heard"})).await;
+        self.answer(id).await["ok"].clone()
     }
 
     pub(crate) async fn start(mut cmd: Command) -> Client {
