@@ -8,6 +8,7 @@ mod admin;
 mod body;
 mod dashboard;
 mod events;
+mod framing;
 mod mcp_sessions;
 mod origin_guard;
 mod parse_guard;

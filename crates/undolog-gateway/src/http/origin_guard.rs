@@ -250,7 +250,13 @@ mod tests {
     }
 
     /// (what, the rules, method, headers, the status refused with or `None`).
-    type Case<'a> = (&'a str, &'a OriginGuard, Method, Vec<(&'a str, &'a str)>, Option<u16>);
+    type Case<'a> = (
+        &'a str,
+        &'a OriginGuard,
+        Method,
+        Vec<(&'a str, &'a str)>,
+        Option<u16>,
+    );
 
     #[test]
     fn what_each_setup_refuses() {
