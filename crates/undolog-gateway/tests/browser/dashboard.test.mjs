@@ -45,8 +45,8 @@ async function freePort() {
   });
 }
 
-function createKey(store, org) {
-  const out = execFileSync(bin, ["keys", "create", "--org", org, "--json", "--store", store], {
+function createKey(store, org, role) {
+  const out = execFileSync(bin, ["keys", "create", "--org", org, "--role", role, "--json", "--store", store], {
     encoding: "utf8",
   });
   return JSON.parse(out).key;
@@ -56,7 +56,13 @@ async function startGateway() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "undolog-dashboard-"));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   const store = `sqlite://${path.join(dir, "undolog.db")}`;
-  const keys = { acme: createKey(store, "acme"), globex: createKey(store, "globex") };
+  // The agents call tools with agents' keys; the people at the dashboard sign in as admins
+  // (an agent's key may not decide its own calls).
+  const keys = {
+    acme: createKey(store, "acme", "agent"),
+    acmeAdmin: createKey(store, "acme", "admin"),
+    globexAdmin: createKey(store, "globex", "admin"),
+  };
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const log = fs.openSync(path.join(dir, "gateway.log"), "w");
@@ -147,9 +153,9 @@ async function main() {
   await acme.locator("#login").waitFor();
   assert.equal(await acme.locator("#main").isHidden(), true, "no data before a key is given");
   await acme.screenshot({ path: path.join(shots, "dashboard-key.png") });
-  await signIn(acme, gw.keys.acme, "acme");
+  await signIn(acme, gw.keys.acmeAdmin, "acme");
   const globex = await openDashboard(browser, gw, "globex");
-  await signIn(globex, gw.keys.globex, "globex");
+  await signIn(globex, gw.keys.globexAdmin, "globex");
   step("asks for an API key and shows that key's org; events are live");
 
   // An effect appears live after a tool call.
@@ -262,8 +268,8 @@ async function main() {
   assert.equal(await globex.locator("#events li").count(), 0);
   assert.equal(await globex.locator("#approvals li").count(), 0);
   assert.equal(await globex.locator("#sessions-empty").isVisible(), true);
-  assert.deepEqual(await adminGet(gw, gw.keys.globex, "/v1/sessions"), []);
-  await toolCall(gw, gw.keys.globex, "globex-1", "get_balance", { account: "alice" });
+  assert.deepEqual(await adminGet(gw, gw.keys.globexAdmin, "/v1/sessions"), []);
+  await toolCall(gw, gw.keys.globexAdmin, "globex-1", "get_balance", { account: "alice" });
   await globex.locator('button[data-session="globex-1"]').waitFor();
   await acme.locator('#events li[data-event="effect_committed"]').first().waitFor();
   assert.equal(await acme.locator('button[data-session="globex-1"]').count(), 0);

@@ -490,7 +490,7 @@ async function runUndo(session) {
   $("undo-summary").textContent = "Undoing…";
   renderDetailHead();
   try {
-    const report = await api("POST", `/v1/sessions/${encodeURIComponent(session)}/undo`);
+    const report = await api("POST", `/v1/sessions/${encodeURIComponent(session)}/undo`, {});
     const notUndoable = report.not_undoable.length
       ? ` ${report.not_undoable.length} irreversible effect(s) could not be undone.` : "";
     $("undo-summary").textContent =
