@@ -101,8 +101,8 @@ pub(crate) async fn run(command: KeysCommand) -> anyhow::Result<()> {
                         k.org.to_string(),
                         k.role.to_string(),
                         k.label.clone().unwrap_or_else(|| "-".into()),
-                        k.created_at.to_string(),
-                        k.revoked_at.map_or_else(|| "-".into(), |t| t.to_string()),
+                        super::table::time(&k.created_at.as_millis().into()),
+                        super::table::time(&k.revoked_at.map(|t| t.as_millis()).into()),
                     ]
                 })
                 .collect();

@@ -66,15 +66,9 @@ pub(crate) fn time(value: &Value) -> String {
     let Some(ms) = value.as_i64() else {
         return "-".into();
     };
-    let secs = ms.div_euclid(1000);
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    // RFC 3339 to the millisecond, cut to the second, with a space for the `T`.
+    let rfc3339 = undolog_types::Timestamp(ms).to_string();
+    rfc3339[..19].replacen('T', " ", 1)
 }
 
 /// From `start` to `end` (ms), as `12 ms` or `1.5 s`; `-` while not finished.
@@ -84,20 +78,6 @@ pub(crate) fn duration(start: &Value, end: &Value) -> String {
         (Some(start), Some(end)) => format!("{:.1} s", (end - start) as f64 / 1000.0),
         _ => "-".into(),
     }
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's `civil_from_days`).
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]

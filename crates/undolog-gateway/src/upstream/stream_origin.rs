@@ -33,6 +33,8 @@ pub(crate) struct MarkingClient(reqwest::Client);
 type Result<T> = std::result::Result<T, StreamableHttpError<reqwest::Error>>;
 type Events = BoxStream<'static, std::result::Result<Sse, SseError>>;
 
+/// rmcp sends through `post_message_with_response_limits`; `post_message` is the trait's own
+/// fallback (and what its other default methods call), marked the same way.
 impl StreamableHttpClient for MarkingClient {
     type Error = reqwest::Error;
 
@@ -48,30 +50,6 @@ impl StreamableHttpClient for MarkingClient {
         let response = self
             .0
             .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await?;
-        Ok(marked(response, id))
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<StreamableHttpPostResponse> {
-        let id = request_id(&message);
-        let response = self
-            .0
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
             .await?;
         Ok(marked(response, id))
     }

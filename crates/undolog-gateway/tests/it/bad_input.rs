@@ -194,14 +194,7 @@ async fn rest_tool_call_refuses_bad_bodies_and_records_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_a_key_exists_missing_or_wrong_credentials_are_refused_and_orgs_stay_apart() {
     let gw = TestGateway::start("").await;
-    let acme = undolog_gateway::create_key(
-        &**gw.gateway.store(),
-        OrgId::new("acme").unwrap(),
-        undolog_types::Role::Admin,
-        None,
-    )
-    .await
-    .unwrap();
+    let acme = gw.key("acme", undolog_types::Role::Admin).await;
     let body = r#"{"name": "get_balance", "arguments": {"account": "bob"}}"#;
     let session = ("x-undolog-session-id", "s-1");
     let bearer = format!("Bearer {}", acme.secret);

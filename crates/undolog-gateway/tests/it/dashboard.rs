@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use serde_json::json;
-use undolog_types::OrgId;
 
 use crate::{events::next_events, harness::TestGateway};
 
@@ -13,14 +12,7 @@ async fn the_page_and_assets_are_served_without_a_key_but_no_data_is() {
     let gw = TestGateway::start("").await;
     let open = gw.get("/v1/auth").await;
     assert_eq!(open, json!({"api_key_required": false}));
-    undolog_gateway::create_key(
-        &**gw.gateway.store(),
-        OrgId::new("acme").unwrap(),
-        undolog_types::Role::Admin,
-        None,
-    )
-    .await
-    .unwrap();
+    gw.key("acme", undolog_types::Role::Admin).await;
     // Open mode ends within a second of the first key (the gateway rechecks once a second).
     tokio::time::sleep(Duration::from_millis(1100)).await;
 
@@ -69,23 +61,8 @@ async fn the_page_and_assets_are_served_without_a_key_but_no_data_is() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_take_the_key_in_the_query_and_still_show_one_org_only() {
     let gw = TestGateway::start("").await;
-    let store = gw.gateway.store();
-    let acme = undolog_gateway::create_key(
-        &**store,
-        OrgId::new("acme").unwrap(),
-        undolog_types::Role::Admin,
-        None,
-    )
-    .await
-    .unwrap();
-    let globex = undolog_gateway::create_key(
-        &**store,
-        OrgId::new("globex").unwrap(),
-        undolog_types::Role::Admin,
-        None,
-    )
-    .await
-    .unwrap();
+    let acme = gw.key("acme", undolog_types::Role::Admin).await;
+    let globex = gw.key("globex", undolog_types::Role::Admin).await;
     let get = |path: String| {
         let request = gw.http.get(format!("{}{path}", gw.base)).send();
         async move { request.await.unwrap() }

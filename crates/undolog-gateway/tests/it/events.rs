@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
-use undolog_types::OrgId;
 
 use crate::harness::TestGateway;
 
@@ -29,23 +28,8 @@ pub(crate) async fn next_events(response: reqwest::Response, wanted: usize) -> V
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_arrive_live_and_only_for_the_callers_org() {
     let gw = TestGateway::start("").await;
-    let store = gw.gateway.store();
-    let acme = undolog_gateway::create_key(
-        &**store,
-        OrgId::new("acme").unwrap(),
-        undolog_types::Role::Admin,
-        None,
-    )
-    .await
-    .unwrap();
-    let globex = undolog_gateway::create_key(
-        &**store,
-        OrgId::new("globex").unwrap(),
-        undolog_types::Role::Admin,
-        None,
-    )
-    .await
-    .unwrap();
+    let acme = gw.key("acme", undolog_types::Role::Admin).await;
+    let globex = gw.key("globex", undolog_types::Role::Admin).await;
     let subscribe = |secret: String| {
         let request = gw
             .http

@@ -116,6 +116,20 @@ pub(crate) fn stdio_bank_toml(name: &str, state: &Path) -> String {
     )
 }
 
+/// Two banks, `source` and `sink`, every tool under its upstream's prefix, with the
+/// cross-boundary guard: a secret read from the source may not go to the sink. `tools` is more
+/// of the configuration.
+pub(crate) async fn guarded(source: &Bank, sink: &Bank, tools: &str) -> TestGateway {
+    TestGateway::start(&format!(
+        "[[upstreams]]\nname = \"source\"\nurl = \"{}\"\nprefix = \"source\"\n\
+         [[upstreams]]\nname = \"sink\"\nurl = \"{}\"\nprefix = \"sink\"\n\
+         [tools.source__with_meta]\ntier = \"read_only\"\n{tools}\n\
+         [[interceptors]]\nbuiltin = \"guard\"\n",
+        source.url, sink.url
+    ))
+    .await
+}
+
 /// The bank's classification, as a user would write it.
 pub(crate) const BANK_TOOLS: &str = r#"
 [tools.get_balance]

@@ -370,14 +370,11 @@ async fn a_bad_interceptor_configuration_stops_start_up_naming_the_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_read_from_one_upstream_cannot_be_sent_to_another() {
     let (source, sink) = (Bank::start().await, Bank::start().await);
-    let gw = TestGateway::start(&format!(
-        "[[upstreams]]\nname = \"source\"\nurl = \"{}\"\nprefix = \"source\"\n\
-         [[upstreams]]\nname = \"sink\"\nurl = \"{}\"\nprefix = \"sink\"\n\
-         [tools.source__with_meta]\ntier = \"read_only\"\n\
-         [tools.sink__transfer]\ntier = \"compensable\"\n\
-         [[interceptors]]\nbuiltin = \"guard\"\n",
-        source.url, sink.url
-    ))
+    let gw = crate::harness::guarded(
+        &source,
+        &sink,
+        "[tools.sink__transfer]\ntier = \"compensable\"",
+    )
     .await;
     let mut client = client(&gw).await;
 

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{BANK_TOOLS, Bank, Client, TestGateway};
+use crate::harness::{BANK_TOOLS, Bank, Client, TestGateway, guarded};
 
 const SECRET: &str = "ghp_Xa2bC3dEf4gH5iJk6Lm7nN8oP";
 
@@ -118,15 +118,10 @@ async fn a_compensation_classified_irreversible_is_never_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compensation_passes_the_interceptor_chain_like_any_call() {
     let (source, sink) = (Bank::start().await, Bank::start().await);
-    let gw = TestGateway::start(&format!(
-        "[[upstreams]]\nname = \"source\"\nurl = \"{}\"\nprefix = \"source\"\n\
-         [[upstreams]]\nname = \"sink\"\nurl = \"{}\"\nprefix = \"sink\"\n\
-         [tools.source__with_meta]\ntier = \"read_only\"\n\
-         [tools.sink__transfer]\ncompensation = {{ tool = \"sink__transfer\", args = {{ from_account = \"{{{{args.to_account}}}}\", to_account = \"{{{{args.from_account}}}}\", amount = \"{{{{args.amount}}}}\" }} }}\n\
-         [[interceptors]]\nbuiltin = \"guard\"\n",
-        source.url, sink.url
-    ))
-    .await;
+    let compensation = "[tools.sink__transfer]\ncompensation = { tool = \"sink__transfer\", args = { \
+        from_account = \"{{args.to_account}}\", to_account = \"{{args.from_account}}\", \
+        amount = \"{{args.amount}}\" } }";
+    let gw = guarded(&source, &sink, compensation).await;
     let mut client = Client::connect(
         "mcp2",
         "legacy",

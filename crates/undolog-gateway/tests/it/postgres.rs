@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use undolog_types::OrgId;
 
 use crate::harness::TestGateway;
 
@@ -73,25 +72,8 @@ async fn send(gw: &TestGateway, method: &str, path: &str, key: &str, body: Value
 async fn one_org_cannot_see_approve_or_undo_anothers_effects_through_any_api() {
     let db = FreshDatabase::new();
     let gw = TestGateway::start_on("", Some(db.url())).await;
-    let store = gw.gateway.store();
-    let a = undolog_gateway::create_key(
-        &**store,
-        OrgId::new("org-a").unwrap(),
-        undolog_types::Role::Admin,
-        None,
-    )
-    .await
-    .unwrap()
-    .secret;
-    let b = undolog_gateway::create_key(
-        &**store,
-        OrgId::new("org-b").unwrap(),
-        undolog_types::Role::Admin,
-        None,
-    )
-    .await
-    .unwrap()
-    .secret;
+    let a = gw.key("org-a", undolog_types::Role::Admin).await.secret;
+    let b = gw.key("org-b", undolog_types::Role::Admin).await.secret;
 
     let transfer = json!({"name": "transfer", "arguments": {"from_account": "alice", "to_account": "bob", "amount": 1}});
     let (status, done) = send(&gw, "POST", "/mcp/tool_call", &a, transfer).await;

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{BANK_TOOLS, Bank, Client, TestGateway};
+use crate::harness::{BANK_TOOLS, Bank, Client, TestGateway, guarded};
 
 const SECRET: &str = "ghp_Xa2bC3dEf4gH5iJk6Lm7nN8oP";
 
@@ -14,14 +14,11 @@ async fn logged(gw: &TestGateway, session: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_the_guard_stopped_is_recorded_without_the_token() {
     let (source, sink) = (Bank::start().await, Bank::start().await);
-    let gw = TestGateway::start(&format!(
-        "[[upstreams]]\nname = \"source\"\nurl = \"{}\"\nprefix = \"source\"\n\
-         [[upstreams]]\nname = \"sink\"\nurl = \"{}\"\nprefix = \"sink\"\n\
-         [tools.source__with_meta]\ntier = \"read_only\"\n\
-         [tools.sink__transfer]\ntier = \"compensable\"\n\
-         [[interceptors]]\nbuiltin = \"guard\"\n",
-        source.url, sink.url
-    ))
+    let gw = guarded(
+        &source,
+        &sink,
+        "[tools.sink__transfer]\ntier = \"compensable\"",
+    )
     .await;
     let mut client = Client::connect(
         "mcp2",
