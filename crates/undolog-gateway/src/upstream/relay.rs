@@ -324,13 +324,20 @@ impl ClientHandler for UpstreamClient {
         &self,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        let requester = self
-            .relay
-            .requester_of(origin_of(&context))
-            .ok_or_else(|| unattributed(&self.upstream, "a roots request"))?;
-        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
-        let ClientResult::ListRootsResult(roots) = ask(&requester, request).await? else {
-            return Err(unexpected());
+        // Servers often ask at connect time, with no call in flight: no client's roots then,
+        // and none when it cannot be told whose they would be.
+        let roots = match self.relay.requester_of(origin_of(&context)) {
+            Some(requester) => {
+                let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+                let ClientResult::ListRootsResult(roots) = ask(&requester, request).await? else {
+                    return Err(unexpected());
+                };
+                roots
+            }
+            None => {
+                tracing::debug!(upstream = %self.upstream, "roots asked with no single client request to ask; none given");
+                ListRootsResult::default()
+            }
         };
         self.relay
             .intercepted("roots/list", Phase::Response, roots)
