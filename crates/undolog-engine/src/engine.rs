@@ -276,16 +276,17 @@ impl Engine {
         Ok(tx.expired_leases(self.now()).await?)
     }
 
-    /// Records an operator's verdict on an in-doubt effect.
+    /// Records an operator's verdict on an in-doubt effect; `by` is who decided it.
     pub async fn resolve_in_doubt(
         &self,
         org: &OrgId,
         effect: EffectId,
         resolution: Resolution,
+        by: impl Into<String>,
     ) -> Result<(), Error> {
-        let now = self.now();
+        let (now, by) = (self.now(), by.into());
         self.update_effect(org, effect, move |e| {
-            core::resolve_in_doubt(e, resolution.clone(), now)
+            core::resolve_in_doubt(e, resolution.clone(), by.clone(), now)
         })
         .await
     }

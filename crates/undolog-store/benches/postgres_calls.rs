@@ -137,6 +137,7 @@ async fn session_calls(store: Arc<PostgresStore>, calls: u64) {
             created_at: now,
             updated_at: now,
             completed_at: None,
+            resolved_by: None,
         };
         tx.insert_effect(&effect).await.unwrap();
         s.next_seq += 1;

@@ -104,6 +104,7 @@ fn effect(org_name: &str, session_id: &str, seq: i64) -> Effect {
         created_at: Timestamp(1_000 + seq),
         updated_at: Timestamp(1_000 + seq),
         completed_at: None,
+        resolved_by: None,
     }
 }
 
@@ -177,6 +178,7 @@ pub async fn effects_round_trip(store: Arc<dyn Store>) {
     e.result = Some(json!({"content": [{"type": "text", "text": "ok ✓"}], "n": [1, 2.5, null]}));
     e.lease = None;
     e.completed_at = Some(Timestamp(3_000));
+    e.resolved_by = Some("api-key:ops".into());
     e.updated_at = Timestamp(3_000);
     tx.update_effect(&e).await.unwrap();
     tx.commit().await.unwrap();

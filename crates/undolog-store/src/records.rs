@@ -126,6 +126,8 @@ pub struct Effect {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub completed_at: Option<Timestamp>,
+    /// Who recorded the outcome by hand, for an effect that was in doubt.
+    pub resolved_by: Option<String>,
 }
 
 /// A request for a person's decision, bound to one call's signature.

@@ -82,6 +82,7 @@ pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Er
         created_at: view.now,
         updated_at: view.now,
         completed_at: None,
+        resolved_by: None,
     };
     session.next_seq += 1;
     session.updated_at = view.now;
@@ -157,6 +158,7 @@ pub fn reject(
         created_at: now,
         updated_at: now,
         completed_at: Some(now),
+        resolved_by: None,
     };
     session.next_seq += 1;
     session.updated_at = now;

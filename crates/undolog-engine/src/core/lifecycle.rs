@@ -56,10 +56,11 @@ pub fn fail(
     Ok(vec![Write::UpdateEffect(effect)])
 }
 
-/// Records an operator's verdict on an in-doubt effect: whether the tool did run.
+/// Records an operator's verdict on an in-doubt effect: whether the tool did run, and who said so.
 pub fn resolve_in_doubt(
-    effect: Effect,
+    mut effect: Effect,
     resolution: Resolution,
+    by: String,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
     let in_doubt = effect.state == EffectState::Pending
@@ -70,6 +71,7 @@ pub fn resolve_in_doubt(
     if !in_doubt {
         return Err(Error::NotInDoubt(effect.id));
     }
+    effect.resolved_by = Some(by);
     match resolution {
         Resolution::Committed(result) => commit(effect, result, now),
         Resolution::Failed(reason) => fail(effect, reason, None, now),

@@ -37,10 +37,17 @@ async fn a_pending_effect_past_its_lease_is_in_doubt_and_not_run_again() {
             &org(),
             id,
             Resolution::Committed(json!({"found": "in the bank's log"})),
+            "api-key:ops",
         )
         .await
         .unwrap();
     assert!(engine.in_doubt(&org()).await.unwrap().is_empty());
+    let resolved = engine.effect(&org(), id).await.unwrap();
+    assert_eq!(
+        resolved.resolved_by.as_deref(),
+        Some("api-key:ops"),
+        "who decided is kept"
+    );
     assert!(matches!(
         engine.intercept(transfer("s1", 10)).await.unwrap(),
         Intercept::Replay { .. }
@@ -66,7 +73,7 @@ async fn only_in_doubt_effects_can_be_resolved_by_hand() {
     let (engine, clock) = engine().await;
     let id = must_execute(&engine, transfer("s1", 10)).await;
     let err = engine
-        .resolve_in_doubt(&org(), id, Resolution::Failed("no".into()))
+        .resolve_in_doubt(&org(), id, Resolution::Failed("no".into()), "ops")
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotInDoubt(_)), "{err:?}");
@@ -76,6 +83,7 @@ async fn only_in_doubt_effects_can_be_resolved_by_hand() {
             &org(),
             id,
             Resolution::Failed("not in the bank's log".into()),
+            "ops",
         )
         .await
         .unwrap();

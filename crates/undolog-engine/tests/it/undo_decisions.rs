@@ -42,6 +42,7 @@ fn record(state: EffectState, seq: i64) -> Effect {
         created_at: Timestamp(seq),
         updated_at: Timestamp(seq),
         completed_at: Some(Timestamp(seq)),
+        resolved_by: None,
     }
 }
 

@@ -207,7 +207,7 @@ pub(crate) async fn resolve(
     };
     gateway
         .engine
-        .resolve_in_doubt(&principal.org, id, resolution)
+        .resolve_in_doubt(&principal.org, id, resolution, principal.actor())
         .await?;
     tracing::info!(effect = %id, by = %principal.actor(), "in-doubt effect resolved");
     Ok(Json(

@@ -34,6 +34,8 @@ REVOKE ALL ON FUNCTION undolog_api_key_by_hash(TEXT) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION undolog_api_key_by_hash(TEXT) TO undolog_app;
 
 ALTER TABLE approvals ADD COLUMN requested_by TEXT;
+-- Who recorded the outcome of an in-doubt effect by hand.
+ALTER TABLE effects ADD COLUMN resolved_by TEXT;
 
 ALTER TABLE sessions ADD COLUMN undo_holder TEXT;
 ALTER TABLE sessions ADD COLUMN undo_expires_at BIGINT;

@@ -8,6 +8,8 @@ ALTER TABLE api_keys ADD COLUMN role TEXT NOT NULL DEFAULT 'agent';
 ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;
 
 ALTER TABLE approvals ADD COLUMN requested_by TEXT;
+-- Who recorded the outcome of an in-doubt effect by hand.
+ALTER TABLE effects ADD COLUMN resolved_by TEXT;
 
 ALTER TABLE sessions ADD COLUMN undo_holder TEXT;
 ALTER TABLE sessions ADD COLUMN undo_expires_at INTEGER;

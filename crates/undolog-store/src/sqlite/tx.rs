@@ -119,8 +119,8 @@ impl Tx for SqliteTx {
         let result = sqlx::query(
             "INSERT INTO effects (id, org, session, seq, tool, args, step, signature, idempotency_key, \
              tier, compensation, state, result, error, approval, lease_holder, lease_expires_at, \
-             created_at, updated_at, completed_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             created_at, updated_at, completed_at, resolved_by) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(e.id.to_string())
         .bind(self.org.as_str())
@@ -142,6 +142,7 @@ impl Tx for SqliteTx {
         .bind(e.created_at.as_millis())
         .bind(e.updated_at.as_millis())
         .bind(e.completed_at.map(Timestamp::as_millis))
+        .bind(&e.resolved_by)
         .execute(&mut *self.tx)
         .await;
         match result {
@@ -156,7 +157,8 @@ impl Tx for SqliteTx {
     async fn update_effect(&mut self, e: &Effect) -> Result<()> {
         let done = sqlx::query(
             "UPDATE effects SET state = ?, result = ?, error = ?, approval = ?, lease_holder = ?, \
-             lease_expires_at = ?, updated_at = ?, completed_at = ? WHERE org = ? AND id = ?",
+             lease_expires_at = ?, updated_at = ?, completed_at = ?, resolved_by = ? \
+             WHERE org = ? AND id = ?",
         )
         .bind(e.state.as_str())
         .bind(e.result.as_ref().map(serde_json::to_string).transpose()?)
@@ -166,6 +168,7 @@ impl Tx for SqliteTx {
         .bind(e.lease.as_ref().map(|l| l.expires_at.as_millis()))
         .bind(e.updated_at.as_millis())
         .bind(e.completed_at.map(Timestamp::as_millis))
+        .bind(&e.resolved_by)
         .bind(self.org.as_str())
         .bind(e.id.to_string())
         .execute(&mut *self.tx)

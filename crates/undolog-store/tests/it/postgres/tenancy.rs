@@ -53,6 +53,7 @@ async fn seed(store: &PostgresStore, org: &str) -> (Effect, Approval) {
         created_at: Timestamp(1),
         updated_at: Timestamp(1),
         completed_at: None,
+        resolved_by: None,
     };
     let approval = Approval {
         id: ApprovalId::generate(),
