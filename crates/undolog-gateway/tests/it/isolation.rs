@@ -189,3 +189,82 @@ async fn over_stdio_a_message_that_cannot_be_attributed_reaches_no_one() {
         );
     }
 }
+
+/// A 2025-11-25 client that never opens the standalone GET stream still hears an upstream's
+/// elicitation during its call: it comes on the call's own stream, and the answer is posted back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_rides_the_calls_own_stream() {
+    use futures::StreamExt;
+
+    let bank = Bank::start().await;
+    let gw = TestGateway::start(&format!(
+        "[[upstreams]]\nname = \"bank\"\nurl = \"{}\"\n{BANK_TOOLS}{CHATTY}",
+        bank.url
+    ))
+    .await;
+    let post = |session: Option<&str>, body: Value| {
+        let mut request = gw
+            .http
+            .post(gw.mcp_url())
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "no-get-stream", "version": "1"}}});
+    let opened = post(None, initialize).await.unwrap();
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    drop(opened);
+    post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await
+    .unwrap();
+
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "confirm", "arguments": {"question": "on the wire?"}}});
+    let mut stream = post(Some(&session), call).await.unwrap().bytes_stream();
+    let mut seen = String::new();
+    let mut answered = false;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let Ok(Some(chunk)) = tokio::time::timeout_at(deadline, stream.next()).await else {
+            panic!("the call's stream ended or stalled: {seen}");
+        };
+        seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        let messages: Vec<Value> = seen
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect();
+        if !answered
+            && let Some(asked) = messages
+                .iter()
+                .find(|m| m["method"] == "elicitation/create")
+        {
+            assert_eq!(asked["params"]["message"], "on the wire?", "{asked}");
+            let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+                                "result": {"action": "accept", "content": {"answer": "yes"}}});
+            let posted = post(Some(&session), answer).await.unwrap();
+            assert!(posted.status().is_success(), "{}", posted.status());
+            answered = true;
+        }
+        if let Some(result) = messages.iter().find(|m| m["id"] == 2) {
+            assert!(answered, "the result came without the question: {seen}");
+            assert_eq!(
+                result["result"]["structuredContent"]["answer"], "yes",
+                "{result}"
+            );
+            break;
+        }
+    }
+}
