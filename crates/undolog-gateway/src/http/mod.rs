@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{Gateway, auth, config::HttpSettings, mcp::McpFront};
 
-pub(crate) use body::JsonBody;
+pub(crate) use body::{JsonBody, parse as parse_body};
+pub(crate) use parse_guard::check as check_mcp_body;
 
 /// Origins of pages served from this machine: what a browser on a loopback-bound gateway's own
 /// machine may send (any port).
