@@ -28,8 +28,11 @@ pub enum Verdict {
     Refused,
 }
 
+/// A fuzz target: any bytes in, a verdict out; a broken invariant panics.
+pub type Target = fn(&[u8]) -> Verdict;
+
 /// Every target by name, as the harness and the seed folders name them.
-pub const TARGETS: &[(&str, fn(&[u8]) -> Verdict)] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("http_body", http_body),
     ("mcp_message", mcp_message),
     ("canonical", canonical),

@@ -29,28 +29,28 @@ pub fn interceptor_wire(data: &[u8]) -> Verdict {
         let tag = value.get("type").and_then(Value::as_str);
         assert_eq!(Some(result.into_outcome().kind().as_str()), tag);
     }
-    if let Some([params, result]) = value.as_array().map(Vec::as_slice) {
-        if let (Some(params), Some(result)) = (
+    if let Some([params, result]) = value.as_array().map(Vec::as_slice)
+        && let (Some(params), Some(result)) = (
             round_trip::<InvokeParams>(params),
             round_trip::<InvokeResult>(result),
-        ) {
-            accepted = true;
-            let (name, phase, kind) = match &result {
-                InvokeResult::Validation {
-                    interceptor, phase, ..
-                } => (interceptor.clone(), *phase, InterceptorType::Validation),
-                InvokeResult::Mutation {
-                    interceptor, phase, ..
-                } => (interceptor.clone(), *phase, InterceptorType::Mutation),
-            };
-            let answers = name == params.name && phase == params.phase;
-            match result.answering(&params) {
-                Ok(outcome) => {
-                    assert!(answers, "an answer for {name} taken for {}", params.name);
-                    assert_eq!(outcome.kind(), kind);
-                }
-                Err(_) => assert!(!answers, "a right answer refused"),
+        )
+    {
+        accepted = true;
+        let (name, phase, kind) = match &result {
+            InvokeResult::Validation {
+                interceptor, phase, ..
+            } => (interceptor.clone(), *phase, InterceptorType::Validation),
+            InvokeResult::Mutation {
+                interceptor, phase, ..
+            } => (interceptor.clone(), *phase, InterceptorType::Mutation),
+        };
+        let answers = name == params.name && phase == params.phase;
+        match result.answering(&params) {
+            Ok(outcome) => {
+                assert!(answers, "an answer for {name} taken for {}", params.name);
+                assert_eq!(outcome.kind(), kind);
             }
+            Err(_) => assert!(!answers, "a right answer refused"),
         }
     }
     if accepted {
