@@ -11,8 +11,9 @@ use crate::Verdict;
 /// body canonicalizes (its numbers were checked), passes the guard unless blank, and reads as
 /// `Args` exactly when it is an object, with the same canonical text.
 pub fn http_body(data: &[u8]) -> Verdict {
-    // The guard checks the grammar only: it lets through numbers past a double's range and lone
-    // surrogate escapes, which a `Value` refuses (the transport then answers 415, not −32700).
+    // The guard checks the grammar only: it lets through numbers past a double's range, lone
+    // surrogate escapes and nesting past 128, which a `Value` refuses (the transport then answers
+    // 415, not −32700).
     let guard = fuzzing::check_mcp_body(data).is_ok();
     let json = serde_json::from_slice::<Value>(data).is_ok();
     assert!(guard || !json, "the /mcp guard refuses JSON");

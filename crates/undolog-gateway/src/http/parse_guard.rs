@@ -39,7 +39,8 @@ pub(crate) async fn reject_unparsable(
         .await
 }
 
-/// Whether a POST body is JSON at all: any value, within serde_json's nesting limit.
+/// Whether a POST body is JSON text at all: the grammar only (numbers and escapes are skipped,
+/// not read; nesting has no limit).
 pub(crate) fn check(bytes: &[u8]) -> Result<(), serde_json::Error> {
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map(|_| ())
 }
