@@ -13,6 +13,8 @@ mod compensate;
 pub mod config;
 mod demo;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod interceptors;
 mod mcp;

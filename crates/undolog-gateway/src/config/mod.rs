@@ -220,11 +220,19 @@ impl GatewayConfig {
             let top = key.as_str().split('.').next().unwrap_or_default();
             ENV_KEYS.contains(&top)
         });
-        let raw: RawConfig = figment
-            .merge(env)
-            .merge(Serialized::defaults(source))
-            .extract()
-            .map_err(|e| Error(figment_message(&e)))?;
+        GatewayConfig::extract(figment.merge(env).merge(Serialized::defaults(source)))
+    }
+
+    /// Loads and validates TOML text alone, without the environment or flags: what [`load`]
+    /// makes of a file that says this and nothing else.
+    ///
+    /// [`load`]: GatewayConfig::load
+    pub(crate) fn from_toml(text: &str) -> Result<GatewayConfig, Error> {
+        GatewayConfig::extract(Figment::from(Toml::string(text)))
+    }
+
+    fn extract(figment: Figment) -> Result<GatewayConfig, Error> {
+        let raw: RawConfig = figment.extract().map_err(|e| Error(figment_message(&e)))?;
         validate::validate(raw)
     }
 

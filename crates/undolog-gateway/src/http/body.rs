@@ -41,7 +41,11 @@ pub(crate) fn too_slow(timeout: Duration) -> Error {
 pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| Error::BadRequest("the body is not UTF-8 text".into()))?;
-    let text = if text.trim().is_empty() { "{}" } else { text };
+    // Blank is JSON's whitespace only (space, tab, LF, CR), not Unicode's: "\u{2028}" is no body.
+    let blank = text
+        .bytes()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    let text = if blank { "{}" } else { text };
     let value = undolog_types::canonical::parse(text)
         .map_err(|e| Error::BadRequest(format!("the body is not usable JSON: {e}")))?;
     serde_json::from_value(value)

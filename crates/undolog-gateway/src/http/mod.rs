@@ -32,7 +32,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{Gateway, auth, mcp::McpFront};
 
-pub(crate) use body::JsonBody;
+pub(crate) use body::{JsonBody, parse as parse_body};
+pub(crate) use parse_guard::check as check_mcp_body;
 
 pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: CancellationToken) -> Router {
     let limits = &gateway.config.limits;
