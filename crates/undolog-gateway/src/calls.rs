@@ -21,7 +21,7 @@ use crate::{
     Error, Gateway,
     config::ApprovalMode,
     interceptors::{self, RequestVerdict, ResponseVerdict},
-    policy, results,
+    results,
     upstream::{Era, Requester, UpstreamError},
 };
 
@@ -162,12 +162,7 @@ impl Gateway {
             .tool(&call.tool)
             .await
             .ok_or_else(|| Error::UnknownTool(call.tool.clone()))?;
-        let trusted = self
-            .upstreams
-            .connection(route.upstream)
-            .config
-            .trust_annotations;
-        let policy = policy::classify(&self.config, &call.tool, &route.item, trusted);
+        let policy = self.classify(&call.tool, &route);
         let context = interceptors::context(&call.org, &call.session, call.meta.as_ref());
         let request_record = match self
             .interceptors

@@ -18,7 +18,7 @@ use undolog_types::Args;
 use crate::{
     Gateway,
     interceptors::{self, RequestVerdict, ResponseVerdict},
-    policy, results,
+    results,
     template::Template,
     upstream::Era,
 };
@@ -62,12 +62,7 @@ impl Compensator for UpstreamCompensator<'_> {
             .tool(tool)
             .await
             .ok_or_else(|| format!("no upstream offers the compensating tool {tool:?}"))?;
-        let trusted = gateway
-            .upstreams
-            .connection(route.upstream)
-            .config
-            .trust_annotations;
-        if policy::classify(&gateway.config, tool, &route.item, trusted).needs_approval() {
+        if gateway.classify(tool, &route).needs_approval() {
             return Err(format!(
                 "the compensating tool {tool:?} waits for a person's approval (it is irreversible \
                  or requires approval), and an undo step runs unapproved; classify it with \

@@ -6,7 +6,10 @@ use rmcp::model::Tool;
 use undolog_engine::ToolPolicy;
 use undolog_types::Tier;
 
-use crate::config::{GatewayConfig, ToolSettings};
+use crate::{
+    Gateway,
+    config::{GatewayConfig, ToolSettings},
+};
 
 pub(crate) fn classify(
     config: &GatewayConfig,
@@ -37,5 +40,30 @@ pub(crate) fn classify(
         compensation: compensation.filter(|_| tier == Tier::Compensable),
         idempotent: idempotent.unwrap_or(trust_annotations && idempotent_hint),
         requires_approval: requires_approval.unwrap_or(false),
+    }
+}
+
+impl Gateway {
+    /// How the tool `route` reaches is classified, as for any call of it.
+    pub(crate) fn classify(
+        &self,
+        exposed: &str,
+        route: &crate::upstream::Route<rmcp::model::Tool>,
+    ) -> undolog_engine::ToolPolicy {
+        let trusted = self
+            .upstreams
+            .connection(route.upstream)
+            .config
+            .trust_annotations;
+        classify(&self.config, exposed, &route.item, trusted)
+    }
+
+    /// Whether a call of `tool` would wait for a person (irreversible, or requires approval);
+    /// a tool no upstream offers is taken to (fail closed).
+    pub(crate) async fn waits_for_a_person(&self, tool: &str) -> bool {
+        match self.upstreams.tool(tool).await {
+            Some(route) => self.classify(tool, &route).needs_approval(),
+            None => true,
+        }
     }
 }

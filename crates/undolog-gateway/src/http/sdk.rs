@@ -40,7 +40,7 @@ pub(crate) async fn intercept(
 ) -> Result<Json<Value>, Error> {
     let session = SessionId::new(body.session_id)
         .map_err(|e| Error::BadRequest(format!("session_id: {e}")))?;
-    check_compensation(&gateway, body.tier, body.compensation.as_ref())?;
+    check_compensation(&gateway, body.tier, body.compensation.as_ref()).await?;
     let args = Args::try_from(Value::Object(body.arguments))
         .map_err(|e| Error::BadRequest(format!("arguments: {e}")))?;
     let policy = ToolPolicy {
@@ -83,28 +83,32 @@ pub(crate) async fn intercept(
 
 /// An SDK effect's compensation runs when its session is undone, with no person asked: it is a
 /// function local to the SDK caller, or an upstream tool the configuration itself declares as a
-/// compensation (never any other upstream tool, which would launder a call past its policy).
-fn check_compensation(
+/// compensation (never any other upstream tool, which would launder a call past its policy), and
+/// never one that waits for a person.
+async fn check_compensation(
     gateway: &Gateway,
     tier: Tier,
     compensation: Option<&Compensation>,
 ) -> Result<(), Error> {
-    match compensation {
-        None | Some(Compensation::Local { .. }) => {}
-        Some(Compensation::Upstream { tool, .. })
-            if !gateway.config.is_declared_compensation(tool) =>
-        {
-            return Err(Error::Unprocessable(format!(
-                "compensation: the upstream tool {tool:?} is not declared as a compensation in this \
-                 gateway's configuration ([tools.X] compensation), so an SDK effect may not name \
-                 it; use a local function ({{\"kind\": \"local\", \"function\": \"…\"}})"
-            )));
-        }
-        Some(Compensation::Upstream { .. }) => {}
-    }
     if compensation.is_some() && tier != Tier::Compensable {
         return Err(Error::Unprocessable(format!(
             "compensation: only a compensable effect takes one, and this one is {tier}"
+        )));
+    }
+    let Some(Compensation::Upstream { tool, .. }) = compensation else {
+        return Ok(());
+    };
+    if !gateway.config.is_declared_compensation(tool) {
+        return Err(Error::Unprocessable(format!(
+            "compensation: the upstream tool {tool:?} is not declared as a compensation in this \
+             gateway's configuration ([tools.X] compensation), so an SDK effect may not name \
+             it; use a local function ({{\"kind\": \"local\", \"function\": \"…\"}})"
+        )));
+    }
+    if gateway.waits_for_a_person(tool).await {
+        return Err(Error::Unprocessable(format!(
+            "compensation: the upstream tool {tool:?} waits for a person's approval (it is \
+             irreversible or requires approval), and an undo step runs unapproved"
         )));
     }
     Ok(())

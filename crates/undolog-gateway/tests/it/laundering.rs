@@ -101,6 +101,12 @@ async fn a_compensation_classified_irreversible_is_never_run() {
         )
         .await;
     assert_eq!(status, 200);
+    // An SDK effect naming it is refused at once, though the configuration declares it.
+    let named = json!({"kind": "upstream", "tool": "send_email",
+                       "args": {"to": "x@example.com", "subject": "undo"}});
+    let (status, answer) = sdk_effect(&gw, "l-2", 9, named).await;
+    assert_eq!(status, 422, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("waits for a person"), "{answer}");
     let (status, report) = gw.post("/v1/sessions/l-2/undo", json!({})).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["state"], "compensation_failed", "{report}");
