@@ -1,15 +1,44 @@
-//! Closing sessions and exporting their history.
+//! A principal's implicit runs, closing sessions, and exporting their history.
+
+use std::time::Duration;
 
 use serde_json::json;
 use undolog_store::{Session, Snapshot};
-use undolog_types::{OrgId, SessionId, SessionState};
+use undolog_types::{LockKey, OrgId, SessionId, SessionState};
 
-use crate::{Engine, Error, Event, core::Write};
+use crate::{
+    Engine, Error, Event,
+    core::{self, RunChoice, Write},
+};
 
 /// The format tag of an exported session history.
 pub const SNAPSHOT_FORMAT: &str = "undolog.session-snapshot.v1";
 
 impl Engine {
+    /// The run a call of `principal` without a session joins: its current one, or a new one
+    /// when the last ended more than `idle` ago (or is closed). One transaction, serialized per
+    /// principal, so that gateways sharing a store agree on the run.
+    pub async fn implicit_run(
+        &self,
+        org: &OrgId,
+        principal: &str,
+        idle: Duration,
+    ) -> Result<SessionId, Error> {
+        let mut tx = self.begin(org).await?;
+        tx.lock(LockKey::of(format!("run\0{org}\0{principal}").as_bytes()))
+            .await?;
+        let latest = tx.latest_run(principal).await?;
+        match core::current_run(latest, org, principal, self.now(), idle) {
+            RunChoice::Continue(id) => Ok(id),
+            RunChoice::Start(run) => {
+                let id = run.id.clone();
+                self.commit_writes(tx, &[Write::PutSession(run)]).await?;
+                self.session_changed(org, &id, SessionState::Active);
+                Ok(id)
+            }
+        }
+    }
+
     /// Closes an active session normally; it takes no more calls but can still be undone.
     pub async fn close_session(&self, org: &OrgId, id: &SessionId) -> Result<Session, Error> {
         self.set_session_state(org, id, &[SessionState::Completed])

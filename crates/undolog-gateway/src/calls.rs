@@ -22,6 +22,7 @@ use crate::{
     config::ApprovalMode,
     interceptors::{self, RequestVerdict, ResponseVerdict},
     results,
+    runs::CallSession,
     upstream::{Era, Requester, UpstreamError},
 };
 
@@ -32,11 +33,13 @@ const INPUT_REQUIRED: &str = "input required:";
 #[derive(Debug, Clone)]
 pub(crate) struct ToolCall {
     pub(crate) org: OrgId,
-    pub(crate) session: SessionId,
+    pub(crate) session: CallSession,
     /// The exposed tool name.
     pub(crate) tool: String,
     pub(crate) args: Args,
     pub(crate) idempotency_key: Option<String>,
+    /// A step number, part of the signature: a new step runs an identical call again.
+    pub(crate) step: Option<u64>,
     /// The MCP request's `_meta` (progress token and the like), passed upstream.
     pub(crate) meta: Option<RequestMetaObject>,
     /// A retry that answers an upstream's `input_required` round (2026-07-28), passed upstream.
@@ -75,16 +78,20 @@ impl InputRound {
 }
 
 impl ToolCall {
-    /// The call as the engine sees it, classified by `policy`.
-    fn to_engine(&self, policy: undolog_engine::ToolPolicy) -> Call {
+    /// The call as the engine sees it, in `session`, classified by `policy`.
+    fn to_engine(&self, session: &SessionId, policy: undolog_engine::ToolPolicy) -> Call {
         let call = Call::new(
             self.org.clone(),
-            self.session.clone(),
+            session.clone(),
             self.tool.clone(),
             self.args.clone(),
             policy,
         )
         .with_caller(self.caller.clone());
+        let call = match self.step {
+            Some(step) => call.with_step(step),
+            None => call,
+        };
         let round = self.round.as_ref().map(InputRound::key);
         match self.idempotency_key.clone().or(round) {
             Some(key) => call.with_idempotency_key(key),
@@ -163,7 +170,8 @@ impl Gateway {
             .await
             .ok_or_else(|| Error::UnknownTool(call.tool.clone()))?;
         let policy = self.classify(&call.tool, &route);
-        let context = interceptors::context(&call.org, &call.session, call.meta.as_ref());
+        let session = self.join(&call.session).await?;
+        let context = interceptors::context(&call.org, &session, call.meta.as_ref());
         let request_record = match self
             .interceptors
             .tool_request(&call.tool, &call.args, &context)
@@ -179,7 +187,7 @@ impl Gateway {
                 let mut args = Value::Object(call.args.as_map().clone());
                 redact_value(&mut args);
                 call.args = Args::try_from(args).map_err(undolog_engine::Error::from)?;
-                let rejected = call.to_engine(policy);
+                let rejected = call.to_engine(&session, policy);
                 let mut details = interceptors::rejection_details(record);
                 redact_value(&mut details);
                 let effect_id = self
@@ -189,7 +197,7 @@ impl Gateway {
                 return Err(Error::Intercepted { effect_id, error });
             }
         };
-        let mut engine_call = call.to_engine(policy);
+        let mut engine_call = call.to_engine(&session, policy);
         let mut waited_for_approval = false;
         loop {
             let decision = match self.engine.intercept(engine_call.clone()).await {

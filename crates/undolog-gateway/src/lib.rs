@@ -20,6 +20,7 @@ mod interceptors;
 mod mcp;
 mod policy;
 mod results;
+mod runs;
 mod template;
 mod upstream;
 

@@ -19,12 +19,13 @@ use rmcp::{
     service::RequestContext,
 };
 use serde_json::Value;
-use undolog_types::{Args, SessionId};
+use undolog_types::Args;
 
 use crate::{
     Error, Gateway, Principal,
     calls::{Caller, InputRound, Outcome, ToolCall},
     results,
+    runs::{self, BoundRun, CallSession, Named},
     upstream::{Era, Requester, UpstreamError},
 };
 
@@ -35,8 +36,9 @@ pub(crate) const SESSION_HEADER: &str = "x-undolog-session-id";
 #[derive(Debug, Clone)]
 pub(crate) struct McpFront {
     gateway: Arc<Gateway>,
-    /// The session of calls that name none and have no MCP session: this connection's own.
-    connection_session: SessionId,
+    /// The run this connection joined at its first call, when it outlives one call (an MCP
+    /// session, the stdio client).
+    bound_run: Arc<BoundRun>,
     /// The fixed principal of a stdio client; HTTP requests carry theirs.
     stdio_principal: Option<Principal>,
     /// Tells this connection from the others, for relaying upstream messages to it alone.
@@ -47,7 +49,7 @@ impl McpFront {
     pub(crate) fn http(gateway: Arc<Gateway>) -> McpFront {
         McpFront {
             gateway,
-            connection_session: fresh_session(),
+            bound_run: Arc::default(),
             stdio_principal: None,
             connection: Requester::next_connection(),
         }
@@ -56,49 +58,43 @@ impl McpFront {
     pub(crate) fn stdio(gateway: Arc<Gateway>, principal: Principal) -> McpFront {
         McpFront {
             gateway,
-            connection_session: fresh_session(),
+            bound_run: Arc::default(),
             stdio_principal: Some(principal),
             connection: Requester::next_connection(),
         }
     }
 
-    /// The org and session of one request.
-    fn identify(
-        &self,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<(Principal, SessionId), ErrorData> {
+    /// Who sent one request.
+    fn principal(&self, context: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
         let parts = context.extensions.get::<http::request::Parts>();
-        let principal = match (&self.stdio_principal, parts) {
-            (Some(principal), _) => principal.clone(),
-            (None, Some(parts)) => {
-                parts
-                    .extensions
-                    .get::<Principal>()
-                    .cloned()
-                    .ok_or_else(|| {
-                        ErrorData::internal_error(
-                            "the request reached MCP without credentials",
-                            None,
-                        )
-                    })?
-            }
-            (None, None) => {
-                return Err(ErrorData::internal_error("no transport information", None));
-            }
-        };
+        match (&self.stdio_principal, parts) {
+            (Some(principal), _) => Ok(principal.clone()),
+            (None, Some(parts)) => parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
+                ErrorData::internal_error("the request reached MCP without credentials", None)
+            }),
+            (None, None) => Err(ErrorData::internal_error("no transport information", None)),
+        }
+    }
+
+    /// What one request says about its session (see [`crate::runs`]).
+    fn named<'a>(
+        &'a self,
+        context: &'a RequestContext<RoleServer>,
+        meta: Option<&'a RequestMetaObject>,
+    ) -> Named<'a> {
+        let parts = context.extensions.get::<http::request::Parts>();
         let header = |name: &str| {
             parts
                 .and_then(|p| p.headers.get(name))
                 .and_then(|v| v.to_str().ok())
-                .filter(|v| !v.is_empty())
         };
-        let session = match header(SESSION_HEADER).or_else(|| header("mcp-session-id")) {
-            Some(id) => SessionId::new(id).map_err(|e| {
-                ErrorData::invalid_params(format!("X-UndoLog-Session-Id: {e}"), None)
-            })?,
-            None => self.connection_session.clone(),
-        };
-        Ok((principal, session))
+        // A stateless request's handler lives for that request only: nothing to bind.
+        let long_lived = self.stdio_principal.is_some() || header("mcp-session-id").is_some();
+        Named {
+            header: header(SESSION_HEADER),
+            meta,
+            connection: long_lived.then_some(&self.bound_run),
+        }
     }
 
     /// The client request `context` is, as the relay addresses it.
@@ -139,18 +135,17 @@ fn client_capabilities(context: &RequestContext<RoleServer>) -> Option<RequestMe
     Some(meta)
 }
 
-fn fresh_session() -> SessionId {
-    SessionId::new(format!("conn-{}", uuid::Uuid::now_v7())).expect("a valid session id")
-}
-
 /// The client's request `_meta` as passed upstream: its progress token, trace context and the
 /// like, without the protocol's own per-request keys (`io.modelcontextprotocol/…`), which describe
-/// the client's connection to the gateway, not the gateway's to the upstream.
+/// the client's connection to the gateway, not the gateway's to the upstream, nor UndoLog's
+/// (`io.undolog/…`), which are the gateway's.
 fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
     let Ok(Value::Object(mut map)) = serde_json::to_value(meta) else {
         return None;
     };
-    map.retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
+    map.retain(|key, _| {
+        !key.starts_with("io.modelcontextprotocol/") && !key.starts_with("io.undolog/")
+    });
     if map.is_empty() {
         return None;
     }
@@ -220,8 +215,11 @@ impl ServerHandler for McpFront {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let (principal, session) = self.identify(&context)?;
-        let args = Args::try_from(Value::Object(request.arguments.unwrap_or_default()))
+        let principal = self.principal(&context)?;
+        let meta = request.meta.as_ref().unwrap_or(&context.meta);
+        let session = CallSession::of(&principal, self.named(&context, Some(meta)))?;
+        let (idempotency_key, step) = runs::fresh_run_of(Some(meta))?;
+        let args = Args::try_from(Value::Object(request.arguments.clone().unwrap_or_default()))
             .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
         let call = ToolCall {
             caller: principal.actor(),
@@ -229,8 +227,9 @@ impl ServerHandler for McpFront {
             session,
             tool: request.name.to_string(),
             args,
-            idempotency_key: None,
-            meta: forwarded_meta(request.meta.as_ref().unwrap_or(&context.meta)),
+            idempotency_key,
+            step,
+            meta: forwarded_meta(meta),
             round: InputRound::of(request.input_responses, request.request_state),
         };
         let outcome = self

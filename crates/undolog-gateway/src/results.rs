@@ -81,12 +81,14 @@ pub(crate) fn to_mcp_response(outcome: &Outcome) -> CallToolResponse {
 pub(crate) fn to_mcp(outcome: &Outcome) -> CallToolResult {
     let mut meta = serde_json::Map::new();
     let result = match outcome {
-        Outcome::Executed { effect_id, result } | Outcome::Replayed { effect_id, result } => {
+        Outcome::Executed { effect_id, result } => {
             meta.insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
-            if matches!(outcome, Outcome::Replayed { .. }) {
-                meta.insert(META_REPLAYED.into(), json!(true));
-            }
             recorded(result)
+        }
+        Outcome::Replayed { effect_id, result } => {
+            meta.insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
+            meta.insert(META_REPLAYED.into(), json!(true));
+            replay_noted(recorded(result), *effect_id)
         }
         Outcome::Failed {
             effect_id,
@@ -98,9 +100,14 @@ pub(crate) fn to_mcp(outcome: &Outcome) -> CallToolResult {
             if *replayed {
                 meta.insert(META_REPLAYED.into(), json!(true));
             }
-            match result {
+            let result = match result {
                 Some(result) => recorded(result),
                 None => CallToolResult::error(vec![ContentBlock::text(error.clone())]),
+            };
+            if *replayed {
+                replay_noted(result, *effect_id)
+            } else {
+                result
             }
         }
         Outcome::Refused { effect_id, error } => {
@@ -146,6 +153,16 @@ pub(crate) fn to_mcp(outcome: &Outcome) -> CallToolResult {
         }
     };
     result.with_meta(Some(MetaObject(meta)))
+}
+
+/// A replay says so in words too, after the recorded content, for a model that reads no `_meta`.
+fn replay_noted(mut result: CallToolResult, effect: undolog_types::EffectId) -> CallToolResult {
+    result.content.push(ContentBlock::text(format!(
+        "(UndoLog: replayed. An identical call already ran in this run as effect {effect}; this is \
+         its recorded result, and nothing ran now. To run it again, send a new \
+         `io.undolog/idempotency_key` or `io.undolog/step` in the request's _meta.)"
+    )));
+    result
 }
 
 fn recorded(result: &Value) -> CallToolResult {

@@ -87,6 +87,7 @@ async fn session_calls(store: Arc<PostgresStore>, calls: u64) {
         next_seq: 0,
         failed_effect: None,
         undo_claim: None,
+        run_of: None,
         created_at: Timestamp::now(),
         updated_at: Timestamp::now(),
     })

@@ -34,7 +34,8 @@ macro_rules! store_conformance_tests {
             a_refused_write_leaves_nothing_of_its_transaction,
             orgs_see_only_their_own_rows, same_lock_key_serializes_transactions,
             a_session_read_then_written_loses_no_update, api_keys_are_found_by_hash_only,
-            api_keys_are_listed_and_revoked, compensations_of_both_kinds_round_trip);
+            api_keys_are_listed_and_revoked, compensations_of_both_kinds_round_trip,
+            the_latest_run_is_the_newest_of_that_principal);
     };
     (@cases $fresh:path; $($case:ident),+) => {
         $(
@@ -63,6 +64,7 @@ fn session(org_name: &str, id: &str) -> Session {
         next_seq: 0,
         failed_effect: None,
         undo_claim: None,
+        run_of: None,
         created_at: Timestamp(1_000),
         updated_at: Timestamp(1_000),
     }
@@ -632,4 +634,38 @@ pub async fn compensations_of_both_kinds_round_trip(store: Arc<dyn Store>) {
     let mut tx = store.begin(&org("acme")).await.unwrap();
     assert_eq!(tx.effect(upstream.id).await.unwrap(), Some(upstream));
     assert_eq!(tx.effect(local.id).await.unwrap(), Some(local));
+}
+
+pub async fn the_latest_run_is_the_newest_of_that_principal(store: Arc<dyn Store>) {
+    let run = |id: &str, of: Option<&str>, at: i64| Session {
+        run_of: of.map(str::to_owned),
+        created_at: Timestamp(at),
+        updated_at: Timestamp(at),
+        ..session("acme", id)
+    };
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(tx.latest_run("api-key:a").await.unwrap(), None);
+    for s in [
+        run("r-1", Some("api-key:a"), 1_000),
+        run("r-2", Some("api-key:a"), 2_000),
+        run("r-3", Some("api-key:b"), 3_000),
+        run("named", None, 4_000),
+    ] {
+        tx.put_session(&s).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let latest = tx.latest_run("api-key:a").await.unwrap().unwrap();
+    assert_eq!(
+        (latest.id, latest.run_of.as_deref()),
+        (sid("r-2"), Some("api-key:a"))
+    );
+    assert_eq!(
+        tx.latest_run("api-key:b").await.unwrap().unwrap().id,
+        sid("r-3")
+    );
+    drop(tx);
+    // Another org's principal of the same name has no run here.
+    let mut other = store.begin(&org("globex")).await.unwrap();
+    assert_eq!(other.latest_run("api-key:a").await.unwrap(), None);
 }

@@ -68,6 +68,8 @@ pub trait Tx: Send {
     async fn put_session(&mut self, session: &Session) -> Result<()>;
     /// Every session of the org, oldest first.
     async fn sessions(&mut self) -> Result<Vec<Session>>;
+    /// The newest implicit run of `principal` (the session whose `run_of` it is), if any.
+    async fn latest_run(&mut self, principal: &str) -> Result<Option<Session>>;
 
     async fn effect(&mut self, id: EffectId) -> Result<Option<Effect>>;
     /// The effects with these ids, in any order; ids with no effect are left out. A backend may

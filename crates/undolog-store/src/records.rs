@@ -20,6 +20,9 @@ pub struct Session {
     /// The undo that owns the session while it is compensating: only its holder runs steps,
     /// and another undo is refused until the claim is released or runs out.
     pub undo_claim: Option<Lease>,
+    /// The principal whose implicit run this is, when the gateway started it for a client that
+    /// named no session; `None` for a session a client named.
+    pub run_of: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

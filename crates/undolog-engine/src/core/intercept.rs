@@ -295,6 +295,7 @@ fn new_session(call: &Call, now: Timestamp) -> Session {
         next_seq: 0,
         failed_effect: None,
         undo_claim: None,
+        run_of: None,
         created_at: now,
         updated_at: now,
     }

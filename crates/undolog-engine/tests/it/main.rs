@@ -8,6 +8,7 @@ mod in_doubt;
 mod properties;
 mod rejected;
 mod replay;
+mod runs;
 mod snapshots;
 mod undo;
 mod undo_decisions;

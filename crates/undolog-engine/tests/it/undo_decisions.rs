@@ -62,6 +62,7 @@ fn view(state: SessionState, claim: Option<Lease>, states: &[EffectState]) -> Un
             next_seq: effects.len() as i64,
             failed_effect: None,
             undo_claim: claim,
+            run_of: None,
             created_at: Timestamp(0),
             updated_at: Timestamp(0),
         },

@@ -37,6 +37,8 @@ pub struct GatewayConfig {
     pub default_tier: Tier,
     pub prefix_separator: String,
     pub approvals: ApprovalSettings,
+    /// How long a principal's implicit run lasts without a call (clients that name no session).
+    pub run_idle: Duration,
     pub limits: Limits,
     pub http: HttpSettings,
     pub store_pool: undolog_store::PoolSettings,
@@ -190,6 +192,7 @@ const ENV_KEYS: &[&str] = &[
     "default_tier",
     "prefix_separator",
     "approvals",
+    "sessions",
     "limits",
     "http",
     "store_pool",

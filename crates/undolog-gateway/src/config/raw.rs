@@ -18,6 +18,8 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub(crate) approvals: RawApprovals,
     #[serde(default)]
+    pub(crate) sessions: RawSessions,
+    #[serde(default)]
     pub(crate) limits: RawLimits,
     #[serde(default)]
     pub(crate) http: RawHttp,
@@ -70,6 +72,14 @@ pub(crate) struct RawApprovals {
     pub(crate) hold_secs: Option<u64>,
     /// Let a principal decide a call it made itself (single-person setups); off: four eyes.
     pub(crate) allow_self_approval: Option<bool>,
+}
+
+/// The runs of clients that name no session.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSessions {
+    /// A principal's run ends after this long without a call; its next call starts a new one.
+    pub(crate) idle_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -40,6 +40,11 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         ));
     }
     let approvals = approvals(&raw.approvals)?;
+    let run_idle = Duration::from_secs(positive(
+        "sessions.idle_secs",
+        raw.sessions.idle_secs,
+        15 * 60,
+    )?);
     let limits = Limits {
         max_body_bytes: positive("limits.max_body_bytes", raw.limits.max_body_bytes, 4 << 20)?,
         upstream_timeout: Duration::from_secs(positive(
@@ -130,6 +135,7 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         default_tier,
         prefix_separator,
         approvals,
+        run_idle,
         limits,
         http,
         store_pool,

@@ -1,5 +1,5 @@
 //! The seed's REST tool call: `POST /mcp/tool_call` with `{"name", "arguments"}`, the session in
-//! `X-UndoLog-Session-Id`, an optional `Idempotency-Key`. Approvals are never held here: a call
+//! `X-UndoLog-Session-Id` (else the principal's implicit run), an optional `Idempotency-Key`. Approvals are never held here: a call
 //! that needs one answers 202 with the approval id, and the identical call retried later runs.
 
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use undolog_types::{Args, SessionId};
+use undolog_types::Args;
 
 use super::JsonBody;
 use crate::{
@@ -20,6 +20,7 @@ use crate::{
     calls::{Caller, Outcome, ToolCall},
     mcp::SESSION_HEADER,
     results,
+    runs::{CallSession, Named},
 };
 
 #[derive(Debug, Deserialize)]
@@ -36,11 +37,11 @@ pub(crate) async fn tool_call(
     headers: HeaderMap,
     JsonBody(body): JsonBody<ToolCallBody>,
 ) -> Result<Response, Error> {
-    let session = header(&headers, SESSION_HEADER).ok_or_else(|| {
-        Error::BadRequest("send the session in the X-UndoLog-Session-Id header".into())
-    })?;
-    let session = SessionId::new(session)
-        .map_err(|e| Error::BadRequest(format!("X-UndoLog-Session-Id: {e}")))?;
+    let named = Named {
+        header: header(&headers, SESSION_HEADER),
+        ..Named::default()
+    };
+    let session = CallSession::of(&principal, named)?;
     let call = ToolCall {
         caller: principal.actor(),
         org: principal.org,
@@ -49,6 +50,7 @@ pub(crate) async fn tool_call(
         args: Args::try_from(Value::Object(body.arguments))
             .map_err(|e| Error::BadRequest(format!("arguments: {e}")))?,
         idempotency_key: header(&headers, "idempotency-key").map(str::to_owned),
+        step: None,
         meta: None,
         round: None,
     };

@@ -145,6 +145,7 @@ async fn malformed_unknown_oversize_and_wrong_version_requests_get_the_specs_err
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_tool_call_refuses_bad_bodies_and_records_nothing() {
     let gw = TestGateway::start("").await;
+    let too_long = "s".repeat(300);
     let session = [("x-undolog-session-id", "s-1")];
     for (what, body, headers, expected) in [
         ("not JSON", "{nope", &session[..], 400),
@@ -162,9 +163,9 @@ async fn rest_tool_call_refuses_bad_bodies_and_records_nothing() {
             400,
         ),
         (
-            "no session header",
+            "a session header that is no session id",
             r#"{"name": "get_balance", "arguments": {"account": "bob"}}"#,
-            &[][..],
+            &[("x-undolog-session-id", too_long.as_str())][..],
             400,
         ),
         (

@@ -106,7 +106,13 @@ async fn a_compensation_classified_irreversible_is_never_run() {
                        "args": {"to": "x@example.com", "subject": "undo"}});
     let (status, answer) = sdk_effect(&gw, "l-2", 9, named).await;
     assert_eq!(status, 422, "{answer}");
-    assert!(answer["error"].as_str().unwrap().contains("waits for a person"), "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("waits for a person"),
+        "{answer}"
+    );
     let (status, report) = gw.post("/v1/sessions/l-2/undo", json!({})).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["state"], "compensation_failed", "{report}");

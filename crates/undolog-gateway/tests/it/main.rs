@@ -23,6 +23,7 @@ mod laundering;
 mod postgres;
 mod rest_and_sdk;
 mod roles;
+mod runs;
 mod secrets;
 mod semantics;
 mod subscriptions;

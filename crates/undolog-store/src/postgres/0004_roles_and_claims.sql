@@ -39,3 +39,7 @@ ALTER TABLE effects ADD COLUMN resolved_by TEXT;
 
 ALTER TABLE sessions ADD COLUMN undo_holder TEXT;
 ALTER TABLE sessions ADD COLUMN undo_expires_at BIGINT;
+
+-- A run the gateway started for a principal whose client names no session: that principal.
+ALTER TABLE sessions ADD COLUMN run_of TEXT;
+CREATE INDEX sessions_by_run ON sessions (org, run_of, created_at) WHERE run_of IS NOT NULL;

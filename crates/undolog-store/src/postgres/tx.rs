@@ -274,7 +274,8 @@ impl Tx for PostgresTx {
         let failed_effect = s.failed_effect.map(|e| e.to_string());
         let sql = self.sql(
             "INSERT INTO sessions (org, id, state, next_seq, failed_effect, undo_holder, \
-             undo_expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             undo_expires_at, run_of, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
              ON CONFLICT (org, id) DO UPDATE SET state = excluded.state, next_seq = excluded.next_seq, \
              failed_effect = excluded.failed_effect, undo_holder = excluded.undo_holder, \
              undo_expires_at = excluded.undo_expires_at, updated_at = excluded.updated_at",
@@ -285,6 +286,7 @@ impl Tx for PostgresTx {
                 failed_effect.as_deref().into(),
                 s.undo_claim.as_ref().map(|c| c.holder.as_str()).into(),
                 s.undo_claim.as_ref().map(|c| c.expires_at.as_millis()).into(),
+                s.run_of.as_deref().into(),
                 s.created_at.as_millis().into(),
                 s.updated_at.as_millis().into(),
             ],
@@ -301,6 +303,17 @@ impl Tx for PostgresTx {
             &[],
         )?;
         self.read(&sql, rows::session).await
+    }
+
+    async fn latest_run(&mut self, principal: &str) -> Result<Option<Session>> {
+        let sql = self.sql(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 AND run_of = $2 \
+                 ORDER BY created_at DESC, id DESC LIMIT 1"
+            ),
+            &[principal.into()],
+        )?;
+        self.read_first(&sql, rows::session).await
     }
 
     async fn effect(&mut self, id: EffectId) -> Result<Option<Effect>> {

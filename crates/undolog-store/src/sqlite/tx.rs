@@ -65,7 +65,7 @@ impl Tx for SqliteTx {
     async fn put_session(&mut self, s: &Session) -> Result<()> {
         sqlx::query(
             "INSERT INTO sessions (org, id, state, next_seq, failed_effect, undo_holder, \
-             undo_expires_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             undo_expires_at, run_of, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (org, id) DO UPDATE SET state = excluded.state, next_seq = excluded.next_seq, \
              failed_effect = excluded.failed_effect, undo_holder = excluded.undo_holder, \
              undo_expires_at = excluded.undo_expires_at, updated_at = excluded.updated_at",
@@ -77,6 +77,7 @@ impl Tx for SqliteTx {
         .bind(s.failed_effect.map(|e| e.to_string()))
         .bind(s.undo_claim.as_ref().map(|c| c.holder.clone()))
         .bind(s.undo_claim.as_ref().map(|c| c.expires_at.as_millis()))
+        .bind(&s.run_of)
         .bind(s.created_at.as_millis())
         .bind(s.updated_at.as_millis())
         .execute(&mut *self.tx)
@@ -88,6 +89,14 @@ impl Tx for SqliteTx {
         let sql =
             format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE org = ? ORDER BY created_at, id");
         self.fetch_all(&sql, &[], rows::session).await
+    }
+
+    async fn latest_run(&mut self, principal: &str) -> Result<Option<Session>> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = ? AND run_of = ? \
+             ORDER BY created_at DESC, id DESC LIMIT 1"
+        );
+        self.fetch_optional(&sql, &[principal], rows::session).await
     }
 
     async fn effect(&mut self, id: EffectId) -> Result<Option<Effect>> {

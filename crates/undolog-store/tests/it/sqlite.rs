@@ -18,6 +18,7 @@ async fn a_file_store_keeps_committed_rows_across_reopen() {
             next_seq: 7,
             failed_effect: None,
             undo_claim: None,
+            run_of: None,
             created_at: Timestamp(1),
             updated_at: Timestamp(1),
         })

@@ -77,6 +77,7 @@ async fn seed(store: &PostgresStore, org: &str) -> (Effect, Approval) {
         next_seq: 1,
         failed_effect: None,
         undo_claim: None,
+        run_of: None,
         created_at: Timestamp(1),
         updated_at: Timestamp(1),
     })
@@ -355,6 +356,7 @@ async fn store_transactions_run_as_the_application_role() {
             next_seq: 0,
             failed_effect: None,
             undo_claim: None,
+            run_of: None,
             created_at: Timestamp(1),
             updated_at: Timestamp(1),
         })

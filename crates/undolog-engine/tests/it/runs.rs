@@ -1,0 +1,101 @@
+//! A client that names no session still gets replay and undo: its principal's calls join one
+//! run until an idle gap ends it.
+
+use std::time::Duration;
+
+use serde_json::json;
+use undolog_engine::{Call, Intercept};
+use undolog_types::{SessionId, SessionState};
+
+use crate::*;
+
+const IDLE: Duration = Duration::from_secs(15 * 60);
+
+fn in_run(run: &SessionId, amount: i64) -> Call {
+    let mut call = transfer("unused", amount);
+    call.session = run.clone();
+    call
+}
+
+#[tokio::test]
+async fn a_principals_calls_share_a_run_until_an_idle_gap() {
+    let (engine, clock) = engine().await;
+    let run = engine
+        .implicit_run(&org(), "api-key:a", IDLE)
+        .await
+        .unwrap();
+    assert!(run.as_str().starts_with("run-"), "{run}");
+    run_call(&engine, &run).await;
+
+    // Within the gap: the same run, so an identical call replays.
+    clock.advance(IDLE / 2);
+    let again = engine
+        .implicit_run(&org(), "api-key:a", IDLE)
+        .await
+        .unwrap();
+    assert_eq!(again, run);
+    assert!(matches!(
+        engine.intercept(in_run(&again, 5)).await.unwrap(),
+        Intercept::Replay { .. }
+    ));
+    // Another principal has a run of its own.
+    let other = engine
+        .implicit_run(&org(), "api-key:b", IDLE)
+        .await
+        .unwrap();
+    assert_ne!(other, run);
+
+    // After the gap (counted from the run's last call): a new run, where the call runs again.
+    clock.advance(IDLE + Duration::from_secs(1));
+    let next = engine
+        .implicit_run(&org(), "api-key:a", IDLE)
+        .await
+        .unwrap();
+    assert_ne!(next, run);
+    must_execute(&engine, in_run(&next, 5)).await;
+    let sessions = engine.sessions(&org()).await.unwrap();
+    let mine: Vec<_> = sessions
+        .iter()
+        .filter(|s| s.run_of.as_deref() == Some("api-key:a"))
+        .collect();
+    assert_eq!(mine.len(), 2, "{sessions:?}");
+}
+
+#[tokio::test]
+async fn a_run_that_was_undone_is_not_joined_again() {
+    let (engine, _) = engine().await;
+    let run = engine
+        .implicit_run(&org(), "api-key:a", IDLE)
+        .await
+        .unwrap();
+    run_call(&engine, &run).await;
+    let plan = engine.begin_undo(&org(), &run).await.unwrap();
+    assert_eq!(plan.state, SessionState::Compensating);
+    let next = engine
+        .implicit_run(&org(), "api-key:a", IDLE)
+        .await
+        .unwrap();
+    assert_ne!(next, run, "a compensating run takes no more calls");
+}
+
+async fn run_call(engine: &undolog_engine::Engine, run: &SessionId) {
+    let id = must_execute(engine, in_run(run, 5)).await;
+    engine.commit(&org(), id, json!("ok")).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn callers_arriving_together_join_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(&dir).await;
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.implicit_run(&org(), "api-key:a", IDLE).await })
+        })
+        .collect();
+    let mut runs = std::collections::BTreeSet::new();
+    for t in tasks {
+        runs.insert(t.await.unwrap().unwrap());
+    }
+    assert_eq!(runs.len(), 1, "{runs:?}");
+}

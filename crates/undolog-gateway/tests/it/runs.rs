@@ -1,0 +1,158 @@
+//! An agent run is one UndoLog session whatever the client does: a stateless 2026-07-28 client,
+//! or one that opens an MCP session per call, sends no UndoLog header and still gets its
+//! repeated call replayed and its run undone as one session.
+
+use serde_json::{Value, json};
+use undolog_types::Role;
+
+use crate::harness::{BANK_TOOLS, Bank, Client, TestGateway, undolog_meta};
+
+fn transfer(amount: i64) -> Value {
+    json!({"from_account": "alice", "to_account": "bob", "amount": amount})
+}
+
+async fn bank_gateway(bank: &Bank) -> TestGateway {
+    TestGateway::start(&format!(
+        "[[upstreams]]\nname = \"bank\"\nurl = \"{}\"\n{BANK_TOOLS}",
+        bank.url
+    ))
+    .await
+}
+
+/// The one run session of `key`'s principal, as the admin API lists it.
+async fn the_run(gw: &TestGateway, admin: &undolog_gateway::NewKey, principal: &str) -> Value {
+    let (_, sessions) = gw.get_as(Some(admin), "/v1/sessions").await;
+    let runs: Vec<&Value> = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["run_of"] == principal)
+        .collect();
+    assert_eq!(runs.len(), 1, "one run: {sessions}");
+    runs[0].clone()
+}
+
+fn reversals(ledger: &[Value], amount: i64) -> usize {
+    ledger
+        .iter()
+        .filter(|op| op["from_account"] == "bob" && op["amount"] == amount)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_client_without_a_session_header_is_replayed_and_undone_as_one_run() {
+    let bank = Bank::start().await;
+    let gw = bank_gateway(&bank).await;
+    let agent = gw.key("acme", Role::Agent).await;
+    let admin = gw.key("acme", Role::Admin).await;
+    let auth = format!("Authorization: Bearer {}", agent.secret);
+    // The official Python client at 2026-07-28: stateless, no session, no UndoLog header.
+    let mut client = Client::connect("mcp2", "modern", &gw.mcp_url(), &[&auth]).await;
+    assert_eq!(client.protocol, "2026-07-28");
+    let first = client.call("transfer", transfer(7)).await;
+    let second = client.call("transfer", transfer(7)).await;
+    assert!(
+        !undolog_meta(&first).1 && undolog_meta(&second).1,
+        "{first}\n{second}"
+    );
+    let note = second["content"].to_string();
+    assert!(
+        note.contains("replayed") && note.contains("io.undolog/idempotency_key"),
+        "{note}"
+    );
+    assert_eq!(bank.ledger().await.len(), 1, "the bank ran it once");
+
+    // A deliberate repeat asks for a fresh run in _meta.
+    let id = client
+        .send(
+            json!({"op": "call_tool", "name": "transfer", "arguments": transfer(7),
+                     "meta": {"io.undolog/idempotency_key": "again-1"}}),
+        )
+        .await;
+    let fresh = client.answer(id).await["ok"].clone();
+    assert!(!undolog_meta(&fresh).1, "{fresh}");
+    assert_eq!(bank.ledger().await.len(), 2, "the bank ran it again");
+
+    let run = the_run(&gw, &admin, &format!("api-key:{}", agent.id)).await;
+    let id = run["id"].as_str().unwrap();
+    let (status, report) = gw
+        .post_as(Some(&admin), &format!("/v1/sessions/{id}/undo"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["state"], "compensated", "{report}");
+    assert_eq!(
+        reversals(&bank.ledger().await, 7),
+        2,
+        "both transfers undone, as one run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn langchain_opening_a_session_per_call_is_replayed_and_undone_as_one_run() {
+    let bank = Bank::start().await;
+    let gw = bank_gateway(&bank).await;
+    let agent = gw.key("acme", Role::Agent).await;
+    let admin = gw.key("acme", Role::Admin).await;
+    let auth = format!("Authorization: Bearer {}", agent.secret);
+    let mut langchain = crate::frameworks::Agent::langchain(&gw.mcp_url(), &[&auth], false).await;
+    let first = langchain.call("transfer", transfer(9)).await;
+    let second = langchain.call("transfer", transfer(9)).await;
+    assert!(
+        !undolog_meta(&first).1 && undolog_meta(&second).1,
+        "{first}\n{second}"
+    );
+    assert_eq!(bank.ledger().await.len(), 1);
+
+    let run = the_run(&gw, &admin, &format!("api-key:{}", agent.id)).await;
+    let id = run["id"].as_str().unwrap();
+    let (status, report) = gw
+        .post_as(Some(&admin), &format!("/v1/sessions/{id}/undo"), json!({}))
+        .await;
+    assert_eq!(
+        (status, report["state"].as_str()),
+        (200, Some("compensated")),
+        "{report}"
+    );
+    assert_eq!(reversals(&bank.ledger().await, 9), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_session_wins_over_the_run_header_first_then_meta() {
+    let bank = Bank::start().await;
+    let gw = bank_gateway(&bank).await;
+    let auth_key = gw.key("acme", Role::Agent).await;
+    let admin = gw.key("acme", Role::Admin).await;
+    let auth = format!("Authorization: Bearer {}", auth_key.secret);
+    let header = "X-UndoLog-Session-Id: by-header";
+    let mut client = Client::connect("mcp2", "modern", &gw.mcp_url(), &[&auth, header]).await;
+    let id = client
+        .send(
+            json!({"op": "call_tool", "name": "transfer", "arguments": transfer(3),
+                     "meta": {"io.undolog/session": "by-meta"}}),
+        )
+        .await;
+    client.answer(id).await;
+    let mut plain = Client::connect("mcp2", "modern", &gw.mcp_url(), &[&auth]).await;
+    let id = plain
+        .send(
+            json!({"op": "call_tool", "name": "transfer", "arguments": transfer(4),
+                     "meta": {"io.undolog/session": "by-meta"}}),
+        )
+        .await;
+    plain.answer(id).await;
+    plain.call("transfer", transfer(5)).await;
+
+    let (_, sessions) = gw.get_as(Some(&admin), "/v1/sessions").await;
+    let ids: Vec<&str> = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{sessions}");
+    assert_eq!(ids[0], "by-header");
+    assert_eq!(ids[1], "by-meta");
+    assert!(ids[2].starts_with("run-"), "{ids:?}");
+    let sent = bank.ledger().await;
+    assert_eq!(sent.len(), 3, "{sent:?}");
+}
