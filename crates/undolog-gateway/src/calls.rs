@@ -166,7 +166,7 @@ impl Gateway {
     ) -> Result<Outcome, Error> {
         let route = self
             .upstreams
-            .tool(&call.tool)
+            .tool(caller.era, &call.tool)
             .await
             .ok_or_else(|| Error::UnknownTool(call.tool.clone()))?;
         let policy = self.classify(&call.tool, &route);

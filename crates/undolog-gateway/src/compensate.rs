@@ -59,7 +59,7 @@ impl Compensator for UpstreamCompensator<'_> {
         let gateway = self.gateway;
         let route = gateway
             .upstreams
-            .tool(tool)
+            .tool(Era::Session, tool)
             .await
             .ok_or_else(|| format!("no upstream offers the compensating tool {tool:?}"))?;
         if gateway.classify(tool, &route).needs_approval() {

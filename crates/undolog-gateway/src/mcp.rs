@@ -201,10 +201,10 @@ impl ServerHandler for McpFront {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.gateway.upstreams.refresh().await;
-        let tools = self.gateway.upstreams.tools().await;
+        let tools = self.gateway.upstreams.tools(era(&context)).await;
         Ok(ListToolsResult::with_all_items(
             tools.into_iter().map(|r| r.item).collect(),
         ))
@@ -257,10 +257,10 @@ impl ServerHandler for McpFront {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.gateway.upstreams.refresh().await;
-        let prompts = self.gateway.upstreams.prompts().await;
+        let prompts = self.gateway.upstreams.prompts(era(&context)).await;
         Ok(ListPromptsResult::with_all_items(
             prompts.into_iter().map(|r| r.item).collect(),
         ))
@@ -274,7 +274,7 @@ impl ServerHandler for McpFront {
         let route = self
             .gateway
             .upstreams
-            .prompt(&request.name)
+            .prompt(era(&context), &request.name)
             .await
             .ok_or_else(|| {
                 ErrorData::invalid_params(format!("no prompt named {:?}", request.name), None)
@@ -444,7 +444,7 @@ impl ServerHandler for McpFront {
                 let route = self
                     .gateway
                     .upstreams
-                    .prompt(&prompt.name)
+                    .prompt(era(&context), &prompt.name)
                     .await
                     .ok_or_else(|| {
                         ErrorData::invalid_params(

@@ -176,7 +176,9 @@ async fn builtin_interceptor(
     config: &GatewayConfig,
     upstreams: &Upstreams,
 ) -> Result<Vec<Arc<dyn Interceptor>>, config::Error> {
-    let tools = upstreams.tools().await;
+    // Whatever either era offers: the chain sees the calls of both.
+    let mut tools = upstreams.tools(crate::upstream::Era::Session).await;
+    tools.extend(upstreams.tools(crate::upstream::Era::Stateless).await);
     let interceptor: Arc<dyn Interceptor> = match builtin {
         BuiltinInterceptor::Redactor => Arc::new(SecretRedactor::new()),
         BuiltinInterceptor::Guard => {

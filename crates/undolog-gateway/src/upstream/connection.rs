@@ -115,6 +115,12 @@ impl Connection {
         }
     }
 
+    /// Whether 2026-07-28 requests have a connection of their own (a Streamable HTTP
+    /// upstream's), rather than sharing the session (stdio, the demo bank).
+    pub(crate) fn has_stateless_connection(&self) -> bool {
+        self.slot(Era::Stateless).1 == Era::Stateless
+    }
+
     pub(crate) async fn peer(&self, era: Era) -> Result<Peer<RoleClient>, UpstreamError> {
         let (slot, era) = self.slot(era);
         let mut running = slot.lock().await;

@@ -1,8 +1,12 @@
-//! The upstream MCP servers, aggregated into one catalog.
+//! The upstream MCP servers, aggregated into one catalog per protocol era.
 //!
 //! Tools and prompts of every upstream appear under one list; a name that an earlier upstream
 //! already uses is exposed as `UPSTREAM<separator>NAME` (or every name of an upstream gets its
 //! configured prefix). Resources keep their URIs and are routed to the upstream that listed them.
+//! A Streamable HTTP upstream is listed in each era over that era's connection, as real servers
+//! offer different tools per revision (a 2026-07-28 client sees and reaches what the upstream
+//! offers at 2026-07-28); an upstream that speaks one era (stdio, or HTTP answering only the
+//! handshake) is listed once and served to both.
 
 mod connection;
 mod relay;
@@ -32,16 +36,36 @@ pub(crate) struct Route<T> {
 struct Catalog {
     tools: BTreeMap<String, Route<Tool>>,
     prompts: BTreeMap<String, Route<Prompt>>,
+}
+
+/// What every upstream offers, per era, and where each resource lives.
+#[derive(Debug, Default)]
+struct Catalogs {
+    session: Catalog,
+    stateless: Catalog,
     /// Resource URI → upstream.
     resources: BTreeMap<String, usize>,
 }
+
+impl Catalogs {
+    fn of(&self, era: Era) -> &Catalog {
+        match era {
+            Era::Session => &self.session,
+            Era::Stateless => &self.stateless,
+        }
+    }
+}
+
+/// What one upstream listed in one era (`None`: it could not answer; what it listed before
+/// stays).
+type Listed = (Option<Vec<Tool>>, Option<Vec<Prompt>>);
 
 /// Every upstream, and the merged view of what they offer.
 #[derive(Debug)]
 pub(crate) struct Upstreams {
     connections: Vec<Arc<Connection>>,
     separator: String,
-    catalog: RwLock<Catalog>,
+    catalogs: RwLock<Catalogs>,
 }
 
 impl Upstreams {
@@ -58,7 +82,7 @@ impl Upstreams {
                 .map(|c| Arc::new(Connection::new(c.clone(), timeout)))
                 .collect(),
             separator: separator.to_owned(),
-            catalog: RwLock::default(),
+            catalogs: RwLock::default(),
         };
         upstreams.refresh().await;
         upstreams
@@ -72,29 +96,29 @@ impl Upstreams {
         &self.connections
     }
 
-    /// Reads every upstream's tools and prompts again. An upstream that cannot answer keeps
-    /// what it listed before.
+    /// Reads every upstream's tools and prompts again, in each era. An upstream that cannot
+    /// answer keeps what it listed before.
     pub(crate) async fn refresh(&self) {
-        let never = tokio_util::sync::CancellationToken::new();
-        let mut listed = Vec::with_capacity(self.connections.len());
+        let mut session = Vec::with_capacity(self.connections.len());
+        let mut stateless = Vec::with_capacity(self.connections.len());
         for conn in &self.connections {
-            let tools = conn
-                .request(Era::Session, &never, |peer| async move {
-                    peer.list_all_tools().await
-                })
-                .await;
-            let prompts = conn
-                .request(Era::Session, &never, |peer| async move {
-                    peer.list_all_prompts().await
-                })
-                .await;
-            if let Err(e) = &tools {
-                tracing::warn!(upstream = %conn.name(), error = %e, "cannot list tools");
-            }
-            listed.push((tools.ok(), prompts.ok()));
+            let listed = list(conn, Era::Session).await;
+            let modern = if conn.has_stateless_connection() {
+                list(conn, Era::Stateless).await
+            } else {
+                listed.clone()
+            };
+            session.push(listed);
+            stateless.push(modern);
         }
-        let mut catalog = self.catalog.write().await;
-        let old = std::mem::take(&mut *catalog);
+        let mut catalogs = self.catalogs.write().await;
+        catalogs.session = self.merged(&catalogs.session, session);
+        catalogs.stateless = self.merged(&catalogs.stateless, stateless);
+    }
+
+    /// One era's catalog from what each upstream listed (or, where it could not, from `old`).
+    fn merged(&self, old: &Catalog, listed: Vec<Listed>) -> Catalog {
+        let mut catalog = Catalog::default();
         for (index, (tools, prompts)) in listed.into_iter().enumerate() {
             let tools = tools.unwrap_or_else(|| kept(&old.tools, index));
             for tool in tools {
@@ -127,7 +151,7 @@ impl Upstreams {
                 );
             }
         }
-        catalog.resources = old.resources;
+        catalog
     }
 
     fn exposed_name(&self, index: usize, name: &str, taken: impl Fn(&str) -> bool) -> String {
@@ -144,52 +168,66 @@ impl Upstreams {
         renamed
     }
 
-    pub(crate) async fn tools(&self) -> Vec<Route<Tool>> {
-        self.catalog.read().await.tools.values().cloned().collect()
+    /// The tools a client of `era` sees.
+    pub(crate) async fn tools(&self, era: Era) -> Vec<Route<Tool>> {
+        let catalogs = self.catalogs.read().await;
+        catalogs.of(era).tools.values().cloned().collect()
     }
 
-    pub(crate) async fn prompts(&self) -> Vec<Route<Prompt>> {
-        self.catalog
-            .read()
-            .await
-            .prompts
-            .values()
-            .cloned()
-            .collect()
+    /// The prompts a client of `era` sees.
+    pub(crate) async fn prompts(&self, era: Era) -> Vec<Route<Prompt>> {
+        let catalogs = self.catalogs.read().await;
+        catalogs.of(era).prompts.values().cloned().collect()
     }
 
-    /// Finds a tool by its exposed name, listing the upstreams again once if it is unknown.
-    pub(crate) async fn tool(&self, exposed: &str) -> Option<Route<Tool>> {
-        if let Some(route) = self.catalog.read().await.tools.get(exposed) {
+    /// Finds a tool by its exposed name in `era`, listing the upstreams again once if it is
+    /// unknown.
+    pub(crate) async fn tool(&self, era: Era, exposed: &str) -> Option<Route<Tool>> {
+        if let Some(route) = self.catalogs.read().await.of(era).tools.get(exposed) {
             return Some(route.clone());
         }
         self.refresh().await;
-        self.catalog.read().await.tools.get(exposed).cloned()
+        self.catalogs.read().await.of(era).tools.get(exposed).cloned()
     }
 
-    pub(crate) async fn prompt(&self, exposed: &str) -> Option<Route<Prompt>> {
-        if let Some(route) = self.catalog.read().await.prompts.get(exposed) {
+    pub(crate) async fn prompt(&self, era: Era, exposed: &str) -> Option<Route<Prompt>> {
+        if let Some(route) = self.catalogs.read().await.of(era).prompts.get(exposed) {
             return Some(route.clone());
         }
         self.refresh().await;
-        self.catalog.read().await.prompts.get(exposed).cloned()
+        self.catalogs.read().await.of(era).prompts.get(exposed).cloned()
     }
 
     /// Remembers which upstream listed which resources, for routing reads.
     pub(crate) async fn note_resources(&self, index: usize, resources: &[Resource]) {
-        let mut catalog = self.catalog.write().await;
+        let mut catalogs = self.catalogs.write().await;
         for r in resources {
-            catalog.resources.entry(r.uri.clone()).or_insert(index);
+            catalogs.resources.entry(r.uri.clone()).or_insert(index);
         }
     }
 
     /// The upstreams to ask for a resource: the one that listed it, else all in order.
     pub(crate) async fn resource_candidates(&self, uri: &str) -> Vec<usize> {
-        match self.catalog.read().await.resources.get(uri) {
+        match self.catalogs.read().await.resources.get(uri) {
             Some(index) => vec![*index],
             None => (0..self.connections.len()).collect(),
         }
     }
+}
+
+/// What `conn` offers in `era`.
+async fn list(conn: &Connection, era: Era) -> Listed {
+    let never = tokio_util::sync::CancellationToken::new();
+    let tools = conn
+        .request(era, &never, |peer| async move { peer.list_all_tools().await })
+        .await;
+    let prompts = conn
+        .request(era, &never, |peer| async move { peer.list_all_prompts().await })
+        .await;
+    if let Err(e) = &tools {
+        tracing::warn!(upstream = %conn.name(), ?era, error = %e, "cannot list tools");
+    }
+    (tools.ok(), prompts.ok())
 }
 
 /// What upstream `index` listed last time, under the names the upstream uses.
