@@ -37,6 +37,20 @@ impl Engine {
         .await
     }
 
+    /// The caller takes back a request still pending (it cancelled the call waiting on it).
+    pub async fn withdraw(
+        &self,
+        org: &OrgId,
+        approval: ApprovalId,
+        by: impl Into<String>,
+    ) -> Result<Approval, Error> {
+        let by = by.into();
+        self.decide(org, approval, |effect, approval, now| {
+            core::withdraw(effect, approval, by, now)
+        })
+        .await
+    }
+
     async fn decide(
         &self,
         org: &OrgId,

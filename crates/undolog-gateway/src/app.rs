@@ -19,6 +19,8 @@ pub struct Gateway {
     pub(crate) interceptors: Arc<crate::interceptors::Interceptors>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) key_cache: crate::auth::KeyCache,
+    /// The calls this gateway runs as tasks.
+    pub(crate) tasks: crate::tasks::Tasks,
 }
 
 impl Gateway {
@@ -61,6 +63,7 @@ impl Gateway {
             interceptors,
             store,
             key_cache: crate::auth::KeyCache::default(),
+            tasks: crate::tasks::Tasks::default(),
         }))
     }
 

@@ -1,7 +1,7 @@
 //! The tool-call path every surface shares (MCP, REST): classify, ask the engine, run the tool
 //! upstream when told to, and record the outcome — in hold mode, waiting for a person first.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use rmcp::{
     ErrorData,
@@ -19,10 +19,11 @@ use undolog_interceptors::builtin::secrets::redact_value;
 
 use crate::{
     Error, Gateway,
-    config::ApprovalMode,
+    config::{ApprovalMode, TaskSupport},
     interceptors::{self, RequestVerdict, ResponseVerdict},
     results,
     runs::CallSession,
+    tasks::Start,
     upstream::{Era, Requester, UpstreamError},
 };
 
@@ -62,11 +63,15 @@ impl InputRound {
         (responses.is_some() || state.is_some()).then_some(InputRound { responses, state })
     }
 
-    /// The key that tells this round's effect from the first call's and from other rounds'
-    /// (an identical retry of the same round replays, as any identical call does).
-    fn key(&self) -> String {
-        let both =
-            serde_json::json!({ "inputResponses": self.responses, "requestState": self.state });
+    /// The key that tells this round's effect from the first call's and from other rounds' of
+    /// any call (an identical retry of the same round replays, as any identical call does).
+    fn key(&self, tool: &str, args: &Args) -> String {
+        let both = serde_json::json!({
+            "tool": tool,
+            "arguments": args.as_map(),
+            "inputResponses": self.responses,
+            "requestState": self.state,
+        });
         // Numbers a double cannot carry exactly fall back to serde's text: still one key per round.
         let canonical =
             undolog_types::canonical::to_string(&both).unwrap_or_else(|_| both.to_string());
@@ -92,7 +97,7 @@ impl ToolCall {
             Some(step) => call.with_step(step),
             None => call,
         };
-        let round = self.round.as_ref().map(InputRound::key);
+        let round = self.round.as_ref().map(|r| r.key(&self.tool, &self.args));
         match self.idempotency_key.clone().or(round) {
             Some(key) => call.with_idempotency_key(key),
             None => call,
@@ -103,6 +108,13 @@ impl ToolCall {
 /// Who asked, for relaying progress and server-to-client requests, and for cancellation.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Caller {
+    /// The client declared the tasks extension: a call that waits or runs long may answer
+    /// with a task.
+    pub(crate) tasks: bool,
+    /// This call already runs as a task (in the background): it answers when done.
+    pub(crate) in_task: bool,
+    /// How long a held call waits for a person, instead of `approvals.hold_secs`.
+    pub(crate) hold: Option<Duration>,
     /// The MCP client request, when the call came over MCP.
     pub(crate) requester: Option<Requester>,
     pub(crate) cancel: CancellationToken,
@@ -122,6 +134,11 @@ pub(crate) enum Outcome {
     Executed { effect_id: EffectId, result: Value },
     /// An identical call ran before; this is its recorded result.
     Replayed { effect_id: EffectId, result: Value },
+    /// The call goes on as a task (the tasks extension): its id is the effect's.
+    Task {
+        effect_id: EffectId,
+        created_at: Timestamp,
+    },
     /// A person must decide first.
     AwaitingApproval {
         effect_id: EffectId,
@@ -160,7 +177,7 @@ impl Gateway {
     /// effect and never reaches the engine's decision or the upstream; a mutated call goes on
     /// with the mutated arguments (signed, recorded and sent as mutated).
     pub(crate) async fn call_tool(
-        &self,
+        self: &Arc<Self>,
         mut call: ToolCall,
         caller: &Caller,
     ) -> Result<Outcome, Error> {
@@ -170,6 +187,11 @@ impl Gateway {
             .await
             .ok_or_else(|| Error::UnknownTool(call.tool.clone()))?;
         let policy = self.classify(&call.tool, &route);
+        let task_support = self.task_support(&call.tool);
+        if task_support == TaskSupport::Required && !caller.tasks && !caller.in_task {
+            return Err(Error::TasksRequired(call.tool.clone()));
+        }
+        let as_task = caller.tasks && !caller.in_task;
         let session = self.join(&call.session).await?;
         let context = interceptors::context(&call.org, &session, call.meta.as_ref());
         let request_record = match self
@@ -219,6 +241,27 @@ impl Gateway {
                 other => other?,
             };
             match decision {
+                Intercept::Execute { effect_id, .. }
+                    if as_task && task_support != TaskSupport::Never =>
+                {
+                    let run = OwnedRun {
+                        upstream: route.upstream,
+                        upstream_name: route.name.clone(),
+                        effect_id,
+                        context: context.clone(),
+                        request_record: request_record.clone(),
+                    };
+                    let within = self.task_after(&call.tool);
+                    return self
+                        .start_task(
+                            effect_id,
+                            call,
+                            caller,
+                            Start::Running(Box::new(run)),
+                            within,
+                        )
+                        .await;
+                }
                 Intercept::Execute { effect_id, .. } => {
                     let run = Run {
                         upstream: route.upstream,
@@ -253,6 +296,12 @@ impl Gateway {
                     approval_id,
                     expires_at,
                 } => {
+                    if as_task {
+                        let start = Start::Approval(approval_id);
+                        return self
+                            .start_task(effect_id, call, caller, start, Duration::ZERO)
+                            .await;
+                    }
                     let waiting = Outcome::AwaitingApproval {
                         effect_id,
                         approval_id,
@@ -282,7 +331,8 @@ impl Gateway {
         approval_id: ApprovalId,
         caller: &Caller,
     ) -> Result<bool, Error> {
-        let deadline = tokio::time::Instant::now() + self.config.approvals.hold;
+        let deadline =
+            tokio::time::Instant::now() + caller.hold.unwrap_or(self.config.approvals.hold);
         let token = call
             .meta
             .as_ref()
@@ -483,6 +533,53 @@ impl Gateway {
             },
             (outcome, _) => outcome,
         })
+    }
+}
+
+/// An engine-approved call's upstream run, owned, for a task to carry out in the background.
+#[derive(Debug)]
+pub(crate) struct OwnedRun {
+    pub(crate) upstream: usize,
+    pub(crate) upstream_name: String,
+    pub(crate) effect_id: EffectId,
+    pub(crate) context: undolog_interceptors::InvocationContext,
+    pub(crate) request_record: Option<undolog_interceptors::ChainExecutionResult>,
+}
+
+impl Gateway {
+    /// [`Gateway::execute`] for a run a task carries.
+    pub(crate) async fn execute_owned(
+        &self,
+        call: &ToolCall,
+        run: &OwnedRun,
+        caller: &Caller,
+    ) -> Result<Outcome, Error> {
+        let borrowed = Run {
+            upstream: run.upstream,
+            upstream_name: &run.upstream_name,
+            effect_id: run.effect_id,
+            context: &run.context,
+            request_record: run.request_record.as_ref(),
+        };
+        self.execute(call, borrowed, caller).await
+    }
+
+    /// How the calls of the tool exposed as `tool` run as tasks.
+    fn task_support(&self, tool: &str) -> TaskSupport {
+        self.config
+            .tools
+            .get(tool)
+            .map(|t| t.task)
+            .unwrap_or_default()
+    }
+
+    /// How long a call of `tool` may run before it becomes a task.
+    fn task_after(&self, tool: &str) -> Duration {
+        self.config
+            .tools
+            .get(tool)
+            .and_then(|t| t.task_after)
+            .unwrap_or(crate::config::DEFAULT_TASK_AFTER)
     }
 }
 

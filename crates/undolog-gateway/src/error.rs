@@ -27,6 +27,11 @@ pub enum Error {
     #[error("the request was cancelled by the client")]
     Cancelled,
     #[error(
+        "the tool {0:?} runs only as a task: declare the tasks extension \
+         (io.modelcontextprotocol/tasks) in the client's capabilities"
+    )]
+    TasksRequired(String),
+    #[error(
         "the tool ran upstream, but its outcome could not be recorded (effect {effect_id}); do not \
          retry blindly: an operator sees it as in doubt and records what happened"
     )]
@@ -60,6 +65,7 @@ impl Error {
             Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::Cancelled => StatusCode::BAD_REQUEST,
+            Error::TasksRequired(_) => StatusCode::BAD_REQUEST,
             Error::Config(_) | Error::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Error::OutcomeNotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Intercepted { error, .. } => match error.code.0 {
@@ -109,6 +115,7 @@ impl Error {
             Error::Unauthorized(_) => "unauthorized",
             Error::Forbidden(_) => "forbidden",
             Error::Cancelled => "cancelled",
+            Error::TasksRequired(_) => "tasks_required",
             Error::OutcomeNotRecorded { .. } => "outcome_not_recorded",
             Error::Config(_) | Error::Startup(_) => "internal",
             Error::Intercepted { .. } => "intercepted",
@@ -161,6 +168,13 @@ impl Error {
 
     /// The JSON-RPC error for MCP clients.
     pub(crate) fn to_jsonrpc(&self) -> ErrorData {
+        if let Error::TasksRequired(_) = self {
+            return ErrorData::missing_required_client_capability(
+                rmcp::model::ClientCapabilities::builder()
+                    .enable_tasks()
+                    .build(),
+            );
+        }
         if let Error::Intercepted { effect_id, error } = self {
             // The chain's own error, with the effect that records it.
             let mut error = error.clone();

@@ -21,6 +21,7 @@ mod mcp;
 mod policy;
 mod results;
 mod runs;
+mod tasks;
 mod template;
 mod upstream;
 

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-        CustomRequest, CustomResult, DiscoverResult, GetPromptRequestParams, GetPromptResponse,
-        Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-        Reference, RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-        SubscribeRequestParams, UnsubscribeRequestParams,
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+        CompleteResult, CustomRequest, CustomResult, DiscoverResult, GetPromptRequestParams,
+        GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject,
+        ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+        UnsubscribeRequestParams, UpdateTaskParams,
     },
     service::RequestContext,
 };
@@ -108,6 +109,11 @@ impl McpFront {
 
     fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
         Caller {
+            tasks: context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks()),
+            in_task: false,
+            hold: None,
             requester: Some(self.requester(context)),
             cancel: context.ct.clone(),
             never_hold: false,
@@ -168,6 +174,7 @@ impl ServerHandler for McpFront {
             .enable_resources_subscribe()
             .enable_completions()
             .enable_logging()
+            .enable_tasks()
             .build();
         let mut capabilities = capabilities;
         self.gateway.interceptors.advertise(&mut capabilities);
@@ -241,6 +248,35 @@ impl ServerHandler for McpFront {
             return Err(error);
         }
         Ok(results::to_mcp_response(&outcome))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let principal = self.principal(&context)?;
+        self.gateway.task(&principal.org, &request.task_id).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let principal = self.principal(&context)?;
+        self.gateway
+            .update_task(&principal, &request.task_id, request.input_responses)
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let principal = self.principal(&context)?;
+        self.gateway.cancel_task(&principal, &request.task_id).await
     }
 
     async fn on_custom_request(

@@ -61,7 +61,11 @@ impl Gateway {
     /// Whether a call of `tool` would wait for a person (irreversible, or requires approval);
     /// a tool no upstream offers is taken to (fail closed).
     pub(crate) async fn waits_for_a_person(&self, tool: &str) -> bool {
-        match self.upstreams.tool(crate::upstream::Era::Session, tool).await {
+        match self
+            .upstreams
+            .tool(crate::upstream::Era::Session, tool)
+            .await
+        {
             Some(route) => self.classify(tool, &route).needs_approval(),
             None => true,
         }

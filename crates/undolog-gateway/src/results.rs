@@ -2,7 +2,8 @@
 //! reads, and the MCP result each outcome becomes (with `_meta["io.undolog/…"]`).
 
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock, InputRequiredResult, MetaObject, ResultType,
+    CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, InputRequiredResult,
+    MetaObject, ResultType,
 };
 use serde_json::{Value, json};
 
@@ -65,6 +66,17 @@ pub(crate) fn template_view(result: Option<&Value>) -> Value {
 /// The MCP answer to a `tools/call`: the upstream's `input_required` round as it sent it (its
 /// `_meta` naming the effect), every other outcome as a [`to_mcp`] result.
 pub(crate) fn to_mcp_response(outcome: &Outcome) -> CallToolResponse {
+    if let Outcome::Task {
+        effect_id,
+        created_at,
+    } = outcome
+    {
+        let mut meta = MetaObject::default();
+        meta.0
+            .insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
+        let task = crate::tasks::seed(*effect_id, *created_at);
+        return CallToolResponse::Task(CreateTaskResult::new(task).with_meta(meta));
+    }
     if let Outcome::InputRequired { effect_id, result } = outcome
         && let Ok(mut asked) = serde_json::from_value::<InputRequiredResult>(result.clone())
     {
@@ -129,6 +141,12 @@ pub(crate) fn to_mcp(outcome: &Outcome) -> CallToolResult {
                 meta.insert(META_EFFECT_ID.into(), json!(id.to_string()));
             }
             CallToolResult::error(vec![ContentBlock::text(message.clone())])
+        }
+        Outcome::Task { effect_id, .. } => {
+            meta.insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
+            CallToolResult::success(vec![ContentBlock::text(format!(
+                "The call goes on as task {effect_id}; follow it with tasks/get."
+            ))])
         }
         Outcome::AwaitingApproval {
             effect_id,

@@ -120,10 +120,15 @@ string_enum!(
         Approved => "approved",
         Denied => "denied",
         Expired => "expired",
+        /// The caller took the request back (it cancelled its task); nobody is asked any more.
+        Withdrawn => "withdrawn",
     }
 );
 
 transitions!(ApprovalState, "an approval", |from, to| {
     use ApprovalState::*;
-    matches!((from, to), (Pending, Approved | Denied | Expired))
+    matches!(
+        (from, to),
+        (Pending, Approved | Denied | Expired | Withdrawn)
+    )
 });

@@ -137,6 +137,27 @@ pub fn deny(
     Ok(as_writes(decided))
 }
 
+/// The caller takes its request back (it cancelled the task waiting on it): nobody is asked
+/// any more, and the call never runs. Not a decision, so four eyes do not apply.
+pub fn withdraw(
+    effect: Effect,
+    approval: Approval,
+    by: String,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
+    let withdrawn = decide(
+        effect,
+        approval,
+        (EffectState::Denied, ApprovalState::Withdrawn),
+        None,
+        Some(format!("withdrawn by {by}: the caller cancelled the call")),
+        now,
+    )?;
+    let (effect, mut approval) = withdrawn;
+    approval.decided_by = Some(by);
+    Ok(as_writes((effect, approval)))
+}
+
 /// Nobody decided in time.
 pub fn expire(
     effect: Effect,

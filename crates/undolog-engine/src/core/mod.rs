@@ -8,7 +8,9 @@ mod runs;
 mod undo;
 
 pub use intercept::{Decision, InterceptView, decide_intercept, reject};
-pub use lifecycle::{Decider, Resolution, approve, commit, deny, expire, fail, resolve_in_doubt};
+pub use lifecycle::{
+    Decider, Resolution, approve, commit, deny, expire, fail, resolve_in_doubt, withdraw,
+};
 pub use runs::{RunChoice, current_run};
 pub use undo::{
     StepRecorded, StepResult, UndoNext, UndoPlan, UndoStart, UndoView, complete_empty, finish_step,

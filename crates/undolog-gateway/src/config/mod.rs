@@ -162,6 +162,29 @@ pub struct ToolSettings {
     pub requires_approval: Option<bool>,
     pub idempotent: Option<bool>,
     pub compensation: Option<Compensation>,
+    /// Whether the gateway runs its calls as tasks (the 2026-07-28 tasks extension).
+    pub task: TaskSupport,
+    /// How long a call that may be a task has to answer before it becomes one; zero makes every
+    /// such call a task at once. Unset: [`DEFAULT_TASK_AFTER`].
+    pub task_after: Option<Duration>,
+}
+
+/// How long a call that may be a task runs before the client gets a task instead of its answer.
+pub const DEFAULT_TASK_AFTER: Duration = Duration::from_secs(1);
+
+/// Whether calls of a tool run as tasks, for clients that declare the tasks extension: a call
+/// still running after `task_after_ms` answers with a task and goes on in the background (a
+/// quick call answers as usual). A call that waits for a person is a task for such a client at
+/// once, whatever this says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Calls answer when done (the default).
+    #[default]
+    Never,
+    /// A task when the client declares the extension; otherwise the call answers when done.
+    Optional,
+    /// Only as a task: a client that does not declare the extension is refused (−32021).
+    Required,
 }
 
 /// A value that never prints: header values may carry tokens.

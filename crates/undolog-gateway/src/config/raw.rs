@@ -137,6 +137,11 @@ pub(crate) struct RawTool {
     pub(crate) requires_approval: Option<bool>,
     pub(crate) idempotent: Option<bool>,
     pub(crate) compensation: Option<RawCompensation>,
+    /// `never`, `optional` or `required`: whether calls run as tasks for clients that declare
+    /// the tasks extension (2026-07-28).
+    pub(crate) task: Option<String>,
+    /// Milliseconds a call may run before it becomes a task (default 1000; 0: at once).
+    pub(crate) task_after_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

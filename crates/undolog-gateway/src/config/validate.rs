@@ -8,7 +8,7 @@ use undolog_types::Tier;
 
 use super::{
     ApprovalMode, ApprovalSettings, Error, GatewayConfig, HttpSettings, Limits, RawConfig, Secret,
-    ToolSettings, UpstreamConfig, UpstreamTransport,
+    TaskSupport, ToolSettings, UpstreamConfig, UpstreamTransport,
     raw::{RawCompensation, RawTool, RawUpstream},
 };
 use crate::template::Template;
@@ -335,11 +335,30 @@ fn tool(name: &str, raw: RawTool) -> Result<ToolSettings, Error> {
             "is set on a tool that is not compensable; set tier = \"compensable\" or drop it",
         ));
     }
+    let task = match raw.task.as_deref() {
+        None | Some("never") => TaskSupport::Never,
+        Some("optional") => TaskSupport::Optional,
+        Some("required") => TaskSupport::Required,
+        Some(other) => {
+            return Err(Error::key(
+                key("task"),
+                format!("{other:?} is not a choice; use \"never\", \"optional\" or \"required\""),
+            ));
+        }
+    };
+    if raw.task_after_ms.is_some() && task == TaskSupport::Never {
+        return Err(Error::key(
+            key("task_after_ms"),
+            "applies only to a tool whose calls may be tasks; set task = \"optional\" or \"required\"",
+        ));
+    }
     Ok(ToolSettings {
         tier: tier.or(compensation.as_ref().map(|_| Tier::Compensable)),
         requires_approval: raw.requires_approval,
         idempotent: raw.idempotent,
         compensation,
+        task,
+        task_after: raw.task_after_ms.map(Duration::from_millis),
     })
 }
 

@@ -80,6 +80,11 @@ fn respond(outcome: &Outcome) -> Response {
                 }),
             )
         }
+        // The REST surface never declares the tasks extension; a task is still answered.
+        Outcome::Task { effect_id, .. } => (
+            StatusCode::ACCEPTED,
+            json!({"outcome": "task", "task_id": effect_id.to_string(), "effect_id": effect_id.to_string()}),
+        ),
         Outcome::AwaitingApproval {
             effect_id,
             approval_id,

@@ -187,7 +187,13 @@ impl Upstreams {
             return Some(route.clone());
         }
         self.refresh().await;
-        self.catalogs.read().await.of(era).tools.get(exposed).cloned()
+        self.catalogs
+            .read()
+            .await
+            .of(era)
+            .tools
+            .get(exposed)
+            .cloned()
     }
 
     pub(crate) async fn prompt(&self, era: Era, exposed: &str) -> Option<Route<Prompt>> {
@@ -195,7 +201,13 @@ impl Upstreams {
             return Some(route.clone());
         }
         self.refresh().await;
-        self.catalogs.read().await.of(era).prompts.get(exposed).cloned()
+        self.catalogs
+            .read()
+            .await
+            .of(era)
+            .prompts
+            .get(exposed)
+            .cloned()
     }
 
     /// Remembers which upstream listed which resources, for routing reads.
@@ -219,10 +231,18 @@ impl Upstreams {
 async fn list(conn: &Connection, era: Era) -> Listed {
     let never = tokio_util::sync::CancellationToken::new();
     let tools = conn
-        .request(era, &never, |peer| async move { peer.list_all_tools().await })
+        .request(
+            era,
+            &never,
+            |peer| async move { peer.list_all_tools().await },
+        )
         .await;
     let prompts = conn
-        .request(era, &never, |peer| async move { peer.list_all_prompts().await })
+        .request(
+            era,
+            &never,
+            |peer| async move { peer.list_all_prompts().await },
+        )
         .await;
     if let Err(e) = &tools {
         tracing::warn!(upstream = %conn.name(), ?era, error = %e, "cannot list tools");

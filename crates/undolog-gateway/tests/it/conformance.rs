@@ -39,6 +39,39 @@ const MUST_PASS_DIRECTLY: &[&str] = &[
     "dns-rebinding-protection",
 ];
 
+/// The fixture serves no tasks: the gateway runs the calls of the tools the tasks scenarios call
+/// as its own tasks. Those that work a second or more become tasks after 200 ms; those that ask
+/// for input at once are tasks from the start; `test_tool_with_task` keeps the default window,
+/// so its quick input round answers as itself and its two-second work becomes a task.
+const TASKS: &str = r#"
+[tools.slow_compute]
+task = "optional"
+task_after_ms = 200
+
+[tools.failing_job]
+task = "required"
+task_after_ms = 200
+
+[tools.protocol_error_job]
+task = "optional"
+task_after_ms = 200
+
+[tools.confirm_delete]
+task = "optional"
+task_after_ms = 0
+
+[tools.multi_input]
+task = "optional"
+task_after_ms = 0
+
+[tools.test_tool_with_task]
+task = "required"
+"#;
+
+/// Every scenario of the tasks extension must pass through the gateway (they cannot pass
+/// directly: the fixture serves no tasks). At least this many run at 2026-07-28.
+const TASK_SCENARIOS_AT_LEAST: usize = 9;
+
 async fn check(revision: &str) {
     // One revision at a time: each run starts two Python upstreams and two Node suites, and the
     // other tests of this binary run beside them on the same cores.
@@ -47,7 +80,7 @@ async fn check(revision: &str) {
     let direct_upstream = Upstream::start().await;
     let gated_upstream = Upstream::start().await;
     let gateway = TestGateway::start(&format!(
-        "default_tier = \"read_only\"\n\n[[upstreams]]\nname = \"conformance\"\nurl = {:?}\n",
+        "default_tier = \"read_only\"\n\n[[upstreams]]\nname = \"conformance\"\nurl = {:?}\n\n{TASKS}",
         gated_upstream.url
     ))
     .await;
@@ -107,6 +140,29 @@ async fn check(revision: &str) {
         "{revision}: {} scenarios pass directly, all of them through the gateway",
         passing.len()
     );
+    if revision == "2026-07-28" {
+        let tasks: Vec<(&String, &Scenario)> = through
+            .iter()
+            .filter(|(name, _)| name.starts_with("tasks-"))
+            .collect();
+        let failing: Vec<String> = tasks
+            .iter()
+            .filter(|(_, s)| !s.passed())
+            .map(|(name, s)| format!("{name}: {}", s.failures.join("; ")))
+            .collect();
+        assert!(
+            tasks.len() >= TASK_SCENARIOS_AT_LEAST && failing.is_empty(),
+            "{revision}: {} tasks scenarios ran through the gateway (want {TASK_SCENARIOS_AT_LEAST} \
+             or more), {} failed:\n  {}",
+            tasks.len(),
+            failing.len(),
+            failing.join("\n  ")
+        );
+        eprintln!(
+            "{revision}: all {} tasks scenarios pass through the gateway",
+            tasks.len()
+        );
+    }
 }
 
 /// One scenario's outcome: the messages of its failed checks (none: it passed).

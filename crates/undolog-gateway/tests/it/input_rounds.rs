@@ -143,3 +143,27 @@ async fn an_input_required_round_reaches_the_client_and_the_answered_retry_is_it
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_answers_to_two_different_tools_are_two_rounds() {
+    let upstream = Upstream::start().await;
+    let gw = TestGateway::start(&format!(
+        "default_tier = \"read_only\"\n\n[[upstreams]]\nname = \"conformance\"\nurl = {:?}\n",
+        upstream.url
+    ))
+    .await;
+    let elicitation = json!({"elicitation": {}});
+    let answer = json!({"user_name": {"action": "accept", "content": {"name": "Ada"}}});
+    for (tool, expected) in [
+        ("test_input_required_result_elicitation", "Hello, Ada!"),
+        ("test_tool_with_task", "Hello, Ada! The work is done."),
+    ] {
+        let answered = json!({"name": tool, "arguments": {}, "inputResponses": answer});
+        let (status, done) = call(&gw, answered, elicitation.clone()).await;
+        assert_eq!(status, 200, "{tool}: {done}");
+        assert_eq!(
+            done["result"]["content"][0]["text"], expected,
+            "{tool}: {done}"
+        );
+    }
+}

@@ -59,7 +59,7 @@ fn session_lifecycle_follows_the_design() {
 #[test]
 fn approvals_are_decided_once() {
     use ApprovalState::*;
-    for &to in [Approved, Denied, Expired].iter() {
+    for &to in [Approved, Denied, Expired, Withdrawn].iter() {
         assert!(Pending.transition(to).is_ok());
         for &again in ApprovalState::ALL {
             assert!(to.transition(again).is_err(), "{to} -> {again}");
