@@ -208,6 +208,15 @@ fn decide_on_existing(
             effect.state = effect.state.transition(EffectState::Pending)?;
             execute_under_lease(effect, view, writes)
         }
+        // Withdrawn by its caller: nobody decided, so the call is decided afresh.
+        EffectState::Denied
+            if view
+                .approval
+                .as_ref()
+                .is_some_and(|a| a.state == ApprovalState::Withdrawn) =>
+        {
+            Ok(None)
+        }
         EffectState::Denied => {
             let reason = Rejection::Denied {
                 approval_id: existing.approval,

@@ -231,3 +231,65 @@ async fn the_principal_that_made_a_call_cannot_decide_it() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_withdrawn_request_is_nobody_s_decision_and_a_retry_asks_again() {
+    let (engine, _) = engine().await;
+    let (effect, approval) = held(&engine).await;
+    // The caller takes its own request back: not a decision, so four eyes do not apply.
+    let withdrawn = engine.withdraw(&org(), approval, "agent-1").await.unwrap();
+    assert_eq!(withdrawn.state, ApprovalState::Withdrawn);
+    assert_eq!(withdrawn.decided_by.as_deref(), Some("agent-1"));
+    assert_eq!(
+        engine.effect(&org(), effect).await.unwrap().state,
+        EffectState::Denied,
+        "the withdrawn call never runs"
+    );
+    for err in [
+        engine
+            .approve(&org(), approval, &person("alice"), None)
+            .await
+            .unwrap_err(),
+        engine
+            .withdraw(&org(), approval, "agent-1")
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                err,
+                Error::AlreadyDecided {
+                    state: ApprovalState::Withdrawn,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+    let (effect2, approval2) = held(&engine).await;
+    assert_ne!((effect, approval), (effect2, approval2), "asked again");
+}
+
+#[tokio::test]
+async fn a_decided_request_cannot_be_withdrawn() {
+    let (engine, _) = engine().await;
+    let (_, approval) = held(&engine).await;
+    engine
+        .deny(&org(), approval, &person("bob"), "no")
+        .await
+        .unwrap();
+    let err = engine
+        .withdraw(&org(), approval, "agent-1")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::AlreadyDecided {
+                state: ApprovalState::Denied,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}

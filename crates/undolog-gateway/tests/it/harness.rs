@@ -256,6 +256,68 @@ impl TestGateway {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// One stateless 2026-07-28 JSON-RPC request to `/mcp` with `key`, declaring
+    /// `capabilities` in its `_meta` and the routing headers its method asks for; the HTTP status
+    /// and the JSON-RPC response. No request may stay open longer than `limit`.
+    pub(crate) async fn rpc(
+        &self,
+        key: Option<&NewKey>,
+        method: &str,
+        mut params: Value,
+        capabilities: Value,
+        limit: Duration,
+    ) -> (u16, Value) {
+        const MODERN: &str = "2026-07-28";
+        let meta = params["_meta"].as_object().cloned().unwrap_or_default();
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": capabilities
+        });
+        for (k, v) in meta {
+            params["_meta"][k] = v;
+        }
+        let name = params["name"]
+            .as_str()
+            .or(params["taskId"].as_str())
+            .map(str::to_owned);
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut request = self
+            .http
+            .post(self.mcp_url())
+            .timeout(limit)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", MODERN)
+            .header("mcp-method", method);
+        if let Some(name) = name {
+            request = request.header("mcp-name", name);
+        }
+        if let Some(key) = key {
+            request = request.bearer_auth(&key.secret);
+        }
+        let response = request
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method}: no answer within {limit:?}: {e}"));
+        let status = response.status().as_u16();
+        let text = response
+            .text()
+            .await
+            .unwrap_or_else(|e| panic!("{method}: the answer did not end within {limit:?}: {e}"));
+        // A JSON body, or an SSE stream whose last data line is the response.
+        let json = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:").map(str::trim))
+            .rfind(|l| !l.is_empty())
+            .unwrap_or(&text);
+        (
+            status,
+            serde_json::from_str(json).unwrap_or_else(|_| panic!("not JSON-RPC: {text}")),
+        )
+    }
+
     pub(crate) async fn get(&self, path: &str) -> Value {
         let response = self
             .http

@@ -3,49 +3,26 @@
 //! compensated), and the retry carrying the answers is its own recorded call. An upstream's
 //! JSON-RPC error reaches the client unchanged.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::{conformance::Upstream, harness::TestGateway};
 
-const MODERN: &str = "2026-07-28";
 const SESSION: &str = "rounds";
 
-/// A stateless 2026-07-28 `tools/call` with these client capabilities; the HTTP status and the
-/// JSON-RPC response.
-async fn call(gw: &TestGateway, params: Value, capabilities: Value) -> (u16, Value) {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": capabilities
-    });
-    let name = params["name"].as_str().unwrap().to_owned();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-    let response = gw
-        .http
-        .post(gw.mcp_url())
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", name)
-        .header("x-undolog-session-id", SESSION)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap();
-    // A JSON body, or an SSE stream whose last data line is the response.
-    let json = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:").map(str::trim))
-        .rfind(|l| !l.is_empty())
-        .unwrap_or(&text);
-    (
-        status,
-        serde_json::from_str(json).unwrap_or_else(|_| panic!("not JSON-RPC: {text}")),
+/// A stateless 2026-07-28 `tools/call` with these client capabilities, in the test's session;
+/// the HTTP status and the JSON-RPC response.
+async fn call(gw: &TestGateway, mut params: Value, capabilities: Value) -> (u16, Value) {
+    params["_meta"] = json!({ "io.undolog/session": SESSION });
+    gw.rpc(
+        None,
+        "tools/call",
+        params,
+        capabilities,
+        Duration::from_secs(60),
     )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

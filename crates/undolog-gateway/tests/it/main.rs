@@ -27,5 +27,6 @@ mod runs;
 mod secrets;
 mod semantics;
 mod subscriptions;
+mod tasks;
 mod undo_once;
 mod undo_steps;
