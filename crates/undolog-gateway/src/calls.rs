@@ -138,6 +138,8 @@ pub(crate) enum Outcome {
     Task {
         effect_id: EffectId,
         created_at: Timestamp,
+        /// How long the task stays known from its creation.
+        ttl: Duration,
     },
     /// A person must decide first.
     AwaitingApproval {

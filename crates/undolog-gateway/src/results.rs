@@ -69,12 +69,13 @@ pub(crate) fn to_mcp_response(outcome: &Outcome) -> CallToolResponse {
     if let Outcome::Task {
         effect_id,
         created_at,
+        ttl,
     } = outcome
     {
         let mut meta = MetaObject::default();
         meta.0
             .insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
-        let task = crate::tasks::seed(*effect_id, *created_at);
+        let task = crate::tasks::seed(*effect_id, *created_at, *ttl);
         return CallToolResponse::Task(CreateTaskResult::new(task).with_meta(meta));
     }
     if let Outcome::InputRequired { effect_id, result } = outcome

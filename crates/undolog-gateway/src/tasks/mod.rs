@@ -38,7 +38,7 @@ use crate::{
 const POLL_INTERVAL_MS: u64 = 500;
 
 /// How long a finished task's live state is kept (its effect stays in the log for good).
-const KEEP_FINISHED: Duration = Duration::from_secs(60 * 60);
+const KEEP_FINISHED: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The tasks this gateway runs.
 #[derive(Debug, Default)]
@@ -186,6 +186,7 @@ impl Gateway {
         let task = Outcome::Task {
             effect_id,
             created_at: now,
+            ttl: self.task_ttl(),
         };
         if answer_within.is_zero() {
             run.become_task();
@@ -317,7 +318,7 @@ impl Gateway {
     ) -> Result<GetTaskResult, ErrorData> {
         let id = task_id_of(task_id)?;
         if let Some(run) = self.live_task(org, id) {
-            return Ok(GetTaskResult::new(view::of_run(id, &run)));
+            return Ok(GetTaskResult::new(view::of_run(id, &run, self.task_ttl())));
         }
         match self.engine.effect(org, id).await {
             Ok(effect) => {
@@ -325,10 +326,9 @@ impl Gateway {
                     Some(approval) => self.engine.approval(org, approval).await.ok(),
                     None => None,
                 };
-                Ok(GetTaskResult::new(view::of_effect(
-                    &effect,
-                    approval.as_ref(),
-                )))
+                let ttl = self.task_ttl();
+                let task = view::of_effect(&effect, approval.as_ref(), ttl);
+                Ok(GetTaskResult::new(task))
             }
             Err(undolog_engine::Error::UnknownEffect(_)) => Err(unknown(task_id)),
             Err(e) => Err(Error::from(e).to_jsonrpc()),
@@ -426,6 +426,12 @@ impl Gateway {
         Ok(())
     }
 
+    /// How long, from its creation, a task stays known: the longest wait for a person, and a
+    /// day after that.
+    fn task_ttl(&self) -> Duration {
+        self.config.approvals.timeout + KEEP_FINISHED
+    }
+
     fn live_task(&self, org: &OrgId, id: EffectId) -> Option<Arc<TaskRun>> {
         let runs = self.tasks.runs.lock().unwrap_or_else(|p| p.into_inner());
         runs.get(&id).filter(|r| r.org == *org).cloned()
@@ -433,10 +439,11 @@ impl Gateway {
 }
 
 /// The seed state of a task, as `CreateTaskResult` carries it.
-pub(crate) fn seed(effect_id: EffectId, created_at: Timestamp) -> Task {
+pub(crate) fn seed(effect_id: EffectId, created_at: Timestamp, ttl: Duration) -> Task {
     let at = created_at.to_string();
     Task::new(effect_id.to_string(), TaskStatus::Working, at.clone(), at)
         .with_poll_interval_ms(POLL_INTERVAL_MS)
+        .with_ttl_ms(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn awaiting(approval: ApprovalId) -> String {

@@ -1,5 +1,7 @@
 //! What `tasks/get` answers: a task's state as this gateway runs it, or as the log has it.
 
+use std::time::Duration;
+
 use rmcp::{
     ErrorData,
     model::{DetailedTask, JsonObject, TaskPayload},
@@ -12,8 +14,8 @@ use super::{RunState, TaskRun, awaiting, seed};
 use crate::{calls::Outcome, results};
 
 /// A task this gateway runs.
-pub(super) fn of_run(id: EffectId, run: &TaskRun) -> DetailedTask {
-    let mut task = seed(id, run.created_at);
+pub(super) fn of_run(id: EffectId, run: &TaskRun, ttl: Duration) -> DetailedTask {
+    let mut task = seed(id, run.created_at, ttl);
     let (payload, updated_at) = match run.state() {
         RunState::Working {
             message,
@@ -49,8 +51,12 @@ pub(super) fn of_run(id: EffectId, run: &TaskRun) -> DetailedTask {
 }
 
 /// A task as the log has it (it ended here before, or another gateway ran it).
-pub(super) fn of_effect(effect: &Effect, approval: Option<&Approval>) -> DetailedTask {
-    let mut task = seed(effect.id, effect.created_at);
+pub(super) fn of_effect(
+    effect: &Effect,
+    approval: Option<&Approval>,
+    ttl: Duration,
+) -> DetailedTask {
+    let mut task = seed(effect.id, effect.created_at, ttl);
     task.last_updated_at = effect.updated_at.to_string();
     let failure = |message: String| TaskPayload::Failed {
         error: error_object(&ErrorData::internal_error(message, None)),
