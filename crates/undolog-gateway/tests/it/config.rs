@@ -98,6 +98,16 @@ fn each_mistake_names_its_key_and_the_fix() {
             "`limits.upstream_timeout_secs`",
             "greater than zero",
         ),
+        (
+            "[tools.t]\ntask = \"sometimes\"",
+            "`tools.t.task`",
+            "\"never\", \"optional\" or \"required\"",
+        ),
+        (
+            "[tools.t]\ntask_after_ms = 500",
+            "`tools.t.task_after_ms`",
+            "set task = \"optional\" or \"required\"",
+        ),
     ] {
         let error = load(toml).expect_err(toml);
         assert!(
