@@ -27,8 +27,23 @@ use crate::{
     calls::{Caller, InputRound, Outcome, ToolCall},
     results,
     runs::{self, BoundRun, CallSession, Named},
-    upstream::{Era, Requester, UpstreamError},
+    upstream::{CacheHint, Era, Requester, UpstreamError},
 };
+
+/// A list result with the caching hint its parts gave, for a 2026-07-28 client (2025-11-25 has
+/// no caching hints).
+macro_rules! hinted {
+    ($listed:expr, $hint:expr, $context:expr) => {{
+        let listed = $listed;
+        let hint: CacheHint = $hint;
+        match era($context) {
+            Era::Stateless => listed
+                .with_ttl_ms(hint.ttl_ms())
+                .with_cache_scope(hint.scope()),
+            Era::Session => listed,
+        }
+    }};
+}
 
 /// Header that pins the UndoLog session, whatever the transport's own session is.
 pub(crate) const SESSION_HEADER: &str = "x-undolog-session-id";
@@ -211,10 +226,9 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.gateway.upstreams.refresh().await;
-        let tools = self.gateway.upstreams.tools(era(&context)).await;
-        Ok(ListToolsResult::with_all_items(
-            tools.into_iter().map(|r| r.item).collect(),
-        ))
+        let (tools, hint) = self.gateway.upstreams.tools_with_hint(era(&context)).await;
+        let listed = ListToolsResult::with_all_items(tools.into_iter().map(|r| r.item).collect());
+        Ok(hinted!(listed, hint, &context))
     }
 
     async fn call_tool(
@@ -296,10 +310,14 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.gateway.upstreams.refresh().await;
-        let prompts = self.gateway.upstreams.prompts(era(&context)).await;
-        Ok(ListPromptsResult::with_all_items(
-            prompts.into_iter().map(|r| r.item).collect(),
-        ))
+        let (prompts, hint) = self
+            .gateway
+            .upstreams
+            .prompts_with_hint(era(&context))
+            .await;
+        let listed =
+            ListPromptsResult::with_all_items(prompts.into_iter().map(|r| r.item).collect());
+        Ok(hinted!(listed, hint, &context))
     }
 
     async fn get_prompt(
@@ -332,25 +350,30 @@ impl ServerHandler for McpFront {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let mut all = Vec::new();
+        let (mut all, mut hints) = (Vec::new(), Vec::new());
         for (index, conn) in self.gateway.upstreams.connections().iter().enumerate() {
             match conn
                 .request(era(&context), &context.ct, |peer| async move {
-                    peer.list_all_resources().await
+                    peer.list_all_resources_with_cache_hint().await
                 })
                 .await
             {
-                Ok(resources) => {
+                Ok(listed) => {
+                    hints.push(CacheHint::of(&listed));
                     self.gateway
                         .upstreams
-                        .note_resources(index, &resources)
+                        .note_resources(index, &listed.items)
                         .await;
-                    all.extend(resources);
+                    all.extend(listed.items);
                 }
-                Err(e) => tracing::debug!(upstream = %conn.name(), error = %e, "no resources"),
+                Err(e) => {
+                    hints.push(CacheHint::UNKNOWN);
+                    tracing::debug!(upstream = %conn.name(), error = %e, "no resources");
+                }
             }
         }
-        Ok(ListResourcesResult::with_all_items(all))
+        let listed = ListResourcesResult::with_all_items(all);
+        Ok(hinted!(listed, CacheHint::merged(hints), &context))
     }
 
     async fn list_resource_templates(
@@ -358,19 +381,26 @@ impl ServerHandler for McpFront {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let mut all = Vec::new();
+        let (mut all, mut hints) = (Vec::new(), Vec::new());
         for conn in self.gateway.upstreams.connections() {
             match conn
                 .request(era(&context), &context.ct, |peer| async move {
-                    peer.list_all_resource_templates().await
+                    peer.list_all_resource_templates_with_cache_hint().await
                 })
                 .await
             {
-                Ok(templates) => all.extend(templates),
-                Err(e) => tracing::debug!(upstream = %conn.name(), error = %e, "no templates"),
+                Ok(listed) => {
+                    hints.push(CacheHint::of(&listed));
+                    all.extend(listed.items);
+                }
+                Err(e) => {
+                    hints.push(CacheHint::UNKNOWN);
+                    tracing::debug!(upstream = %conn.name(), error = %e, "no templates");
+                }
             }
         }
-        Ok(ListResourceTemplatesResult::with_all_items(all))
+        let listed = ListResourceTemplatesResult::with_all_items(all);
+        Ok(hinted!(listed, CacheHint::merged(hints), &context))
     }
 
     async fn read_resource(

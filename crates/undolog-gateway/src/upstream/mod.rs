@@ -8,6 +8,7 @@
 //! offers at 2026-07-28); an upstream that speaks one era (stdio, or HTTP answering only the
 //! handshake) is listed once and served to both.
 
+mod cache_hint;
 mod connection;
 mod relay;
 mod stream_origin;
@@ -17,6 +18,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use rmcp::model::{Prompt, Resource, Tool};
 use tokio::sync::RwLock;
 
+pub(crate) use cache_hint::CacheHint;
 pub(crate) use connection::{Connection, Era, UpstreamError};
 pub(crate) use relay::Requester;
 
@@ -32,10 +34,24 @@ pub(crate) struct Route<T> {
     pub(crate) item: T,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Catalog {
     tools: BTreeMap<String, Route<Tool>>,
     prompts: BTreeMap<String, Route<Prompt>>,
+    /// How long clients may cache each list, from what the upstreams said.
+    tools_hint: CacheHint,
+    prompts_hint: CacheHint,
+}
+
+impl Default for Catalog {
+    fn default() -> Catalog {
+        Catalog {
+            tools: BTreeMap::new(),
+            prompts: BTreeMap::new(),
+            tools_hint: CacheHint::UNKNOWN,
+            prompts_hint: CacheHint::UNKNOWN,
+        }
+    }
 }
 
 /// What every upstream offers, per era, and where each resource lives.
@@ -56,9 +72,13 @@ impl Catalogs {
     }
 }
 
-/// What one upstream listed in one era (`None`: it could not answer; what it listed before
-/// stays).
-type Listed = (Option<Vec<Tool>>, Option<Vec<Prompt>>);
+/// What one upstream listed in one era, with the caching hints it gave (`None`: it could not
+/// answer; what it listed before stays, uncacheable).
+#[derive(Debug, Clone)]
+struct Listed {
+    tools: Option<(Vec<Tool>, CacheHint)>,
+    prompts: Option<(Vec<Prompt>, CacheHint)>,
+}
 
 /// Every upstream, and the merged view of what they offer.
 #[derive(Debug)]
@@ -119,8 +139,12 @@ impl Upstreams {
     /// One era's catalog from what each upstream listed (or, where it could not, from `old`).
     fn merged(&self, old: &Catalog, listed: Vec<Listed>) -> Catalog {
         let mut catalog = Catalog::default();
-        for (index, (tools, prompts)) in listed.into_iter().enumerate() {
-            let tools = tools.unwrap_or_else(|| kept(&old.tools, index));
+        let (mut tools_hints, mut prompts_hints) = (Vec::new(), Vec::new());
+        for (index, listed) in listed.into_iter().enumerate() {
+            let (tools, hint) = listed
+                .tools
+                .unwrap_or_else(|| (kept(&old.tools, index), CacheHint::UNKNOWN));
+            tools_hints.push(hint);
             for tool in tools {
                 let name = tool.name.to_string();
                 let exposed = self.exposed_name(index, &name, |n| catalog.tools.contains_key(n));
@@ -135,7 +159,10 @@ impl Upstreams {
                     },
                 );
             }
-            let prompts = prompts.unwrap_or_else(|| kept(&old.prompts, index));
+            let (prompts, hint) = listed
+                .prompts
+                .unwrap_or_else(|| (kept(&old.prompts, index), CacheHint::UNKNOWN));
+            prompts_hints.push(hint);
             for prompt in prompts {
                 let name = prompt.name.clone();
                 let exposed = self.exposed_name(index, &name, |n| catalog.prompts.contains_key(n));
@@ -151,6 +178,8 @@ impl Upstreams {
                 );
             }
         }
+        catalog.tools_hint = CacheHint::merged(tools_hints);
+        catalog.prompts_hint = CacheHint::merged(prompts_hints);
         catalog
     }
 
@@ -170,14 +199,27 @@ impl Upstreams {
 
     /// The tools a client of `era` sees.
     pub(crate) async fn tools(&self, era: Era) -> Vec<Route<Tool>> {
-        let catalogs = self.catalogs.read().await;
-        catalogs.of(era).tools.values().cloned().collect()
+        self.tools_with_hint(era).await.0
     }
 
-    /// The prompts a client of `era` sees.
-    pub(crate) async fn prompts(&self, era: Era) -> Vec<Route<Prompt>> {
+    /// The tools a client of `era` sees, and how long it may cache their list.
+    pub(crate) async fn tools_with_hint(&self, era: Era) -> (Vec<Route<Tool>>, CacheHint) {
         let catalogs = self.catalogs.read().await;
-        catalogs.of(era).prompts.values().cloned().collect()
+        let catalog = catalogs.of(era);
+        (
+            catalog.tools.values().cloned().collect(),
+            catalog.tools_hint,
+        )
+    }
+
+    /// The prompts a client of `era` sees, and how long it may cache their list.
+    pub(crate) async fn prompts_with_hint(&self, era: Era) -> (Vec<Route<Prompt>>, CacheHint) {
+        let catalogs = self.catalogs.read().await;
+        let catalog = catalogs.of(era);
+        (
+            catalog.prompts.values().cloned().collect(),
+            catalog.prompts_hint,
+        )
     }
 
     /// Finds a tool by its exposed name in `era`, listing the upstreams again once if it is
@@ -231,23 +273,28 @@ impl Upstreams {
 async fn list(conn: &Connection, era: Era) -> Listed {
     let never = tokio_util::sync::CancellationToken::new();
     let tools = conn
-        .request(
-            era,
-            &never,
-            |peer| async move { peer.list_all_tools().await },
-        )
+        .request(era, &never, |peer| async move {
+            peer.list_all_tools_with_cache_hint().await
+        })
         .await;
     let prompts = conn
-        .request(
-            era,
-            &never,
-            |peer| async move { peer.list_all_prompts().await },
-        )
+        .request(era, &never, |peer| async move {
+            peer.list_all_prompts_with_cache_hint().await
+        })
         .await;
     if let Err(e) = &tools {
         tracing::warn!(upstream = %conn.name(), ?era, error = %e, "cannot list tools");
     }
-    (tools.ok(), prompts.ok())
+    Listed {
+        tools: tools.ok().map(|l| {
+            let hint = CacheHint::of(&l);
+            (l.items, hint)
+        }),
+        prompts: prompts.ok().map(|l| {
+            let hint = CacheHint::of(&l);
+            (l.items, hint)
+        }),
+    }
 }
 
 /// What upstream `index` listed last time, under the names the upstream uses.

@@ -20,6 +20,7 @@ mod input_rounds;
 mod interceptors;
 mod isolation;
 mod laundering;
+mod list_hints;
 mod postgres;
 mod rest_and_sdk;
 mod roles;
