@@ -270,6 +270,20 @@ impl Engine {
         Ok(expires_at)
     }
 
+    /// This executor sent the call upstream and lost its answer (the connection broke, the
+    /// upstream timed out): the tool may or may not have run, so the effect is in doubt now,
+    /// with `error` saying why, instead of when its lease runs out.
+    pub async fn doubt(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        error: impl Into<String>,
+    ) -> Result<(), Error> {
+        let (now, error) = (self.now(), error.into());
+        self.update_effect(org, effect, move |e| core::doubt(e, error.clone(), now))
+            .await
+    }
+
     /// Pending effects whose executor's lease ran out: they may or may not have run.
     pub async fn in_doubt(&self, org: &OrgId) -> Result<Vec<Effect>, Error> {
         let mut tx = self.begin(org).await?;

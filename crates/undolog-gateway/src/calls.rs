@@ -13,7 +13,7 @@ use rmcp::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use undolog_engine::{Call, Intercept};
-use undolog_types::{ApprovalId, ApprovalState, Args, EffectId, OrgId, SessionId, Timestamp};
+use undolog_types::{ApprovalId, ApprovalState, Args, EffectId, OrgId, SessionId, Tier, Timestamp};
 
 use undolog_interceptors::builtin::secrets::redact_value;
 
@@ -147,7 +147,15 @@ pub(crate) enum Outcome {
         approval_id: ApprovalId,
         expires_at: Timestamp,
     },
-    /// Refused: denied by a person, a closed session, an in-doubt twin.
+    /// The tool may or may not have run: its answer was lost after the call was sent (now), or
+    /// an identical call's was (`replayed`). An operator resolves it; it is never run again on
+    /// a guess.
+    InDoubt {
+        effect_id: EffectId,
+        message: String,
+        replayed: bool,
+    },
+    /// Refused: denied by a person, a closed session.
     Rejected {
         effect_id: Option<EffectId>,
         message: String,
@@ -189,6 +197,7 @@ impl Gateway {
             .await
             .ok_or_else(|| Error::UnknownTool(call.tool.clone()))?;
         let policy = self.classify(&call.tool, &route);
+        let read_only = policy.tier == Tier::ReadOnly;
         let task_support = self.task_support(&call.tool);
         if task_support == TaskSupport::Required && !caller.tasks && !caller.in_task {
             return Err(Error::TasksRequired(call.tool.clone()));
@@ -250,6 +259,7 @@ impl Gateway {
                         upstream: route.upstream,
                         upstream_name: route.name.clone(),
                         effect_id,
+                        read_only,
                         context: context.clone(),
                         request_record: request_record.clone(),
                     };
@@ -269,6 +279,7 @@ impl Gateway {
                         upstream: route.upstream,
                         upstream_name: &route.name,
                         effect_id,
+                        read_only,
                         context: &context,
                         request_record: request_record.as_ref(),
                     };
@@ -286,6 +297,16 @@ impl Gateway {
                         }
                     };
                     return Ok(Outcome::Replayed { effect_id, result });
+                }
+                Intercept::Rejected {
+                    effect_id: Some(effect_id),
+                    reason: reason @ undolog_engine::Rejection::InDoubt,
+                } => {
+                    return Ok(Outcome::InDoubt {
+                        effect_id,
+                        message: reason.message(),
+                        replayed: true,
+                    });
                 }
                 Intercept::Rejected { effect_id, reason } => {
                     return Ok(Outcome::Rejected {
@@ -380,6 +401,7 @@ impl Gateway {
             upstream,
             upstream_name,
             effect_id,
+            read_only,
             context,
             request_record,
         } = run;
@@ -450,6 +472,15 @@ impl Gateway {
             // The upstream's own JSON-RPC error (invalid params, a capability the client lacks...)
             // is the client's answer too, code and data unchanged.
             Err(UpstreamError::Refused { error, .. }) => Outcome::Refused { effect_id, error },
+            Err(e) if e.may_have_run() && !read_only => Outcome::InDoubt {
+                effect_id,
+                message: format!(
+                    "{e}. The tool may or may not have run there, so the call is in doubt: an \
+                     operator records what happened (GET /v1/effects/in_doubt), and it is not run \
+                     again on a guess"
+                ),
+                replayed: false,
+            },
             Err(e) => failed(e.to_string(), None),
         };
         let recorded = match &outcome {
@@ -500,6 +531,11 @@ impl Gateway {
                     .fail_with(&call.org, effect_id, error, Some(result.clone()))
                     .await
             }
+            Outcome::InDoubt { message, .. } => {
+                self.engine
+                    .doubt(&call.org, effect_id, message.clone())
+                    .await
+            }
             _ => Ok(()),
         };
         // The tool has run (or failed) upstream: if the log cannot take the outcome, say so
@@ -544,6 +580,7 @@ pub(crate) struct OwnedRun {
     pub(crate) upstream: usize,
     pub(crate) upstream_name: String,
     pub(crate) effect_id: EffectId,
+    pub(crate) read_only: bool,
     pub(crate) context: undolog_interceptors::InvocationContext,
     pub(crate) request_record: Option<undolog_interceptors::ChainExecutionResult>,
 }
@@ -560,6 +597,7 @@ impl Gateway {
             upstream: run.upstream,
             upstream_name: &run.upstream_name,
             effect_id: run.effect_id,
+            read_only: run.read_only,
             context: &run.context,
             request_record: run.request_record.as_ref(),
         };
@@ -590,6 +628,8 @@ struct Run<'a> {
     upstream: usize,
     upstream_name: &'a str,
     effect_id: EffectId,
+    /// A read-only call changes nothing: when its answer is lost it simply failed.
+    read_only: bool,
     context: &'a undolog_interceptors::InvocationContext,
     request_record: Option<&'a undolog_interceptors::ChainExecutionResult>,
 }

@@ -12,6 +12,7 @@ use crate::calls::Outcome;
 pub(crate) const META_EFFECT_ID: &str = "io.undolog/effect_id";
 pub(crate) const META_REPLAYED: &str = "io.undolog/replayed";
 pub(crate) const META_APPROVAL_ID: &str = "io.undolog/approval_id";
+pub(crate) const META_IN_DOUBT: &str = "io.undolog/in_doubt";
 
 /// The result as recorded: the upstream's `CallToolResult` without its per-response fields.
 pub(crate) fn stored(result: &CallToolResult) -> Value {
@@ -136,6 +137,24 @@ pub(crate) fn to_mcp(outcome: &Outcome) -> CallToolResult {
                 "the upstream asked for the client's input (an input_required round) and its \
                  request could not be passed on",
             )])
+        }
+        Outcome::InDoubt {
+            effect_id,
+            message,
+            replayed,
+        } => {
+            meta.insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
+            meta.insert(META_IN_DOUBT.into(), json!(true));
+            if *replayed {
+                meta.insert(META_REPLAYED.into(), json!(true));
+            }
+            let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
+            result.structured_content = Some(json!({
+                "status": "in_doubt",
+                "in_doubt": true,
+                "effect_id": effect_id.to_string(),
+            }));
+            result
         }
         Outcome::Rejected { effect_id, message } => {
             if let Some(id) = effect_id {

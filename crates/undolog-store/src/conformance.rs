@@ -351,6 +351,15 @@ pub async fn expired_leases_are_only_pending_effects_past_their_lease(store: Arc
             .unwrap()
             .is_empty()
     );
+    // A lease that ends now has ended (as the engine reads it).
+    let at_the_end: Vec<_> = tx
+        .expired_leases(Timestamp(5_000))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(at_the_end, vec![expired.id]);
 }
 
 pub async fn approvals_round_trip_and_filter(store: Arc<dyn Store>) {

@@ -109,7 +109,8 @@ pub trait Tx: Send {
     async fn update_effect(&mut self, effect: &Effect) -> Result<()>;
     /// A session's effects in order of interception.
     async fn session_effects(&mut self, session: &SessionId) -> Result<Vec<Effect>>;
-    /// Pending effects whose lease ran out before `now`: their executor is gone.
+    /// Pending effects whose lease ended at or before `now`: their executor is gone (or gave
+    /// up on the call).
     async fn expired_leases(&mut self, now: Timestamp) -> Result<Vec<Effect>>;
 
     async fn approval(&mut self, id: ApprovalId) -> Result<Option<Approval>>;

@@ -56,6 +56,23 @@ pub fn fail(
     Ok(vec![Write::UpdateEffect(effect)])
 }
 
+/// The executor lost the answer of a call it sent: the effect stays pending, its lease ends now
+/// (so it is in doubt at once), and `error` says what is known.
+pub fn doubt(mut effect: Effect, error: String, now: Timestamp) -> Result<Vec<Write>, Error> {
+    if effect.state != EffectState::Pending {
+        return Err(Error::NotPending {
+            effect: effect.id,
+            state: effect.state,
+        });
+    }
+    if let Some(lease) = effect.lease.as_mut() {
+        lease.expires_at = now;
+    }
+    effect.error = Some(error);
+    effect.updated_at = now;
+    Ok(vec![Write::UpdateEffect(effect)])
+}
+
 /// Records an operator's verdict on an in-doubt effect: whether the tool did run, and who said so.
 pub fn resolve_in_doubt(
     mut effect: Effect,

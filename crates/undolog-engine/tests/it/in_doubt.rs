@@ -102,3 +102,62 @@ async fn renewing_the_lease_keeps_a_long_call_out_of_doubt() {
     clock.advance(engine.config().lease / 2 + std::time::Duration::from_secs(1));
     assert!(engine.in_doubt(&org()).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn an_executor_that_lost_the_answer_puts_the_effect_in_doubt_at_once() {
+    let (engine, _) = engine().await;
+    let id = must_execute(&engine, transfer("s1", 10)).await;
+    // The request went upstream and its answer was lost: no waiting out the lease.
+    engine
+        .doubt(
+            &org(),
+            id,
+            "upstream `bank` closed the connection before answering",
+        )
+        .await
+        .unwrap();
+    let doubtful = engine.in_doubt(&org()).await.unwrap();
+    assert_eq!(doubtful.iter().map(|e| e.id).collect::<Vec<_>>(), vec![id]);
+    let effect = engine.effect(&org(), id).await.unwrap();
+    assert_eq!(
+        effect.state,
+        EffectState::Pending,
+        "neither done nor failed"
+    );
+    assert!(
+        effect
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("closed the connection")),
+        "what is known is kept: {effect:?}"
+    );
+    assert_eq!(
+        engine.intercept(transfer("s1", 10)).await.unwrap(),
+        Intercept::Rejected {
+            effect_id: Some(id),
+            reason: Rejection::InDoubt
+        },
+        "never run again on a guess"
+    );
+    engine
+        .resolve_in_doubt(
+            &org(),
+            id,
+            Resolution::Failed("not in the bank's log".into()),
+            "ops",
+        )
+        .await
+        .unwrap();
+    // Only a pending effect can be in doubt.
+    let err = engine.doubt(&org(), id, "again").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NotPending {
+                state: EffectState::Failed,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}

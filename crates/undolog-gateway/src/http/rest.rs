@@ -98,6 +98,25 @@ fn respond(outcome: &Outcome) -> Response {
                 "expires_at": expires_at.as_millis(),
             }),
         ),
+        Outcome::InDoubt {
+            effect_id,
+            message,
+            replayed,
+        } => (
+            if *replayed {
+                StatusCode::CONFLICT
+            } else {
+                StatusCode::BAD_GATEWAY
+            },
+            json!({
+                "outcome": "in_doubt",
+                "in_doubt": true,
+                "effect_id": effect_id.to_string(),
+                "replayed": replayed,
+                "code": "in_doubt",
+                "error": message,
+            }),
+        ),
         Outcome::Rejected { effect_id, message } => (
             StatusCode::FORBIDDEN,
             json!({

@@ -327,7 +327,7 @@ impl Gateway {
                     None => None,
                 };
                 let ttl = self.task_ttl();
-                let task = view::of_effect(&effect, approval.as_ref(), ttl);
+                let task = view::of_effect(&effect, approval.as_ref(), ttl, Timestamp::now());
                 Ok(GetTaskResult::new(task))
             }
             Err(undolog_engine::Error::UnknownEffect(_)) => Err(unknown(task_id)),

@@ -8,7 +8,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 use undolog_store::{Approval, Effect};
-use undolog_types::{ApprovalState, EffectId, EffectState};
+use undolog_types::{ApprovalState, EffectId, EffectState, Timestamp};
 
 use super::{RunState, TaskRun, awaiting, seed};
 use crate::{calls::Outcome, results};
@@ -55,6 +55,7 @@ pub(super) fn of_effect(
     effect: &Effect,
     approval: Option<&Approval>,
     ttl: Duration,
+    now: Timestamp,
 ) -> DetailedTask {
     let mut task = seed(effect.id, effect.created_at, ttl);
     task.last_updated_at = effect.updated_at.to_string();
@@ -65,6 +66,18 @@ pub(super) fn of_effect(
         EffectState::AwaitingApproval => {
             task.status_message = effect.approval.map(awaiting);
             TaskPayload::Working
+        }
+        // Its executor gave up on it, or is gone: it may or may not have run.
+        EffectState::Pending if effect.lease.as_ref().is_none_or(|l| l.expires_at <= now) => {
+            TaskPayload::Failed {
+                error: error_object(&in_doubt(
+                    effect.id,
+                    effect
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| "its executor is gone".into()),
+                )),
+            }
         }
         EffectState::Approved | EffectState::Pending => TaskPayload::Working,
         EffectState::Committed
@@ -128,6 +141,11 @@ fn finished(outcome: Result<Outcome, ErrorData>) -> TaskPayload {
         | Ok(Outcome::Rejected { message: error, .. }) => TaskPayload::Failed {
             error: error_object(&ErrorData::internal_error(error, None)),
         },
+        Ok(Outcome::InDoubt {
+            effect_id, message, ..
+        }) => TaskPayload::Failed {
+            error: error_object(&in_doubt(effect_id, message)),
+        },
         Ok(Outcome::AwaitingApproval { .. }) => TaskPayload::Failed {
             error: error_object(&ErrorData::internal_error(
                 "nobody decided on the call in time",
@@ -150,6 +168,15 @@ fn completed(id: EffectId, result: Option<&Value>) -> TaskPayload {
     TaskPayload::Completed {
         result: object(serde_json::to_value(results::to_mcp(&outcome)).unwrap_or(Value::Null)),
     }
+}
+
+/// The error of a call that may or may not have run.
+fn in_doubt(effect_id: EffectId, message: String) -> ErrorData {
+    let data = json!({"in_doubt": true, "effect_id": effect_id.to_string()});
+    ErrorData::internal_error(
+        format!("the call is in doubt (it may or may not have run): {message}"),
+        Some(data),
+    )
 }
 
 fn error_object(error: &ErrorData) -> JsonObject {

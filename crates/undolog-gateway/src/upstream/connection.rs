@@ -40,9 +40,7 @@ pub(crate) enum UpstreamError {
         "upstream `{upstream}` cannot be reached: {reason}; check that it runs, it is retried on the next call"
     )]
     Unavailable { upstream: String, reason: String },
-    #[error(
-        "upstream `{upstream}` did not answer within {after:?}; the call may or may not have run there"
-    )]
+    #[error("upstream `{upstream}` did not answer within {after:?}")]
     TimedOut { upstream: String, after: Duration },
     #[error(
         "upstream `{upstream}` closed the connection before answering (it may have crashed); it is restarted on the next call"
@@ -54,6 +52,22 @@ pub(crate) enum UpstreamError {
     Refused { upstream: String, error: ErrorData },
     #[error("the request was cancelled by the client")]
     Cancelled,
+}
+
+impl UpstreamError {
+    /// Whether the upstream may have run a request that failed so: it was sent, and no
+    /// definite answer came back (the connection broke, time ran out, the answer was unreadable,
+    /// or the client cancelled it on the way). Unreachable upstreams and their own JSON-RPC
+    /// errors are definite: the request did not run.
+    pub(crate) fn may_have_run(&self) -> bool {
+        match self {
+            UpstreamError::Closed { .. }
+            | UpstreamError::TimedOut { .. }
+            | UpstreamError::Garbage { .. }
+            | UpstreamError::Cancelled => true,
+            UpstreamError::Unavailable { .. } | UpstreamError::Refused { .. } => false,
+        }
+    }
 }
 
 type Running = RunningService<RoleClient, UpstreamClient>;
@@ -223,7 +237,14 @@ impl Connection {
         let handle = peer.send_request_with_option(request, options).await;
         let handle = match handle {
             Ok(handle) => handle,
-            Err(e) => return Err(self.failed(era, e).await),
+            // Not sent: the upstream never saw the request.
+            Err(e) => {
+                self.forget_connection(era).await;
+                return Err(UpstreamError::Unavailable {
+                    upstream: self.name().to_owned(),
+                    reason: format!("the connection broke before the request was sent ({e})"),
+                });
+            }
         };
         if let Some(ticket) = ticket {
             ticket.bind(handle.id.clone(), handle.progress_token.clone());

@@ -450,7 +450,7 @@ impl Tx for PostgresTx {
         let sql = self.sql(
             &format!(
                 "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = $1 AND state = 'pending' \
-                 AND lease_expires_at < $2 ORDER BY created_at, id"
+                 AND lease_expires_at <= $2 ORDER BY created_at, id"
             ),
             &[now.as_millis().into()],
         )?;

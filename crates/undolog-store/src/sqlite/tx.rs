@@ -202,7 +202,7 @@ impl Tx for SqliteTx {
     async fn expired_leases(&mut self, now: Timestamp) -> Result<Vec<Effect>> {
         let sql = format!(
             "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = ? AND state = 'pending' \
-             AND lease_expires_at < ? ORDER BY created_at, id"
+             AND lease_expires_at <= ? ORDER BY created_at, id"
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(self.org.as_str())
