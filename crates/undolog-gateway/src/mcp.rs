@@ -15,11 +15,12 @@ use rmcp::{
         ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
         ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject,
         ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-        UnsubscribeRequestParams, UpdateTaskParams,
+        SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
     },
-    service::RequestContext,
+    service::{RequestContext, SubscriptionContext},
 };
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use undolog_types::Args;
 
 use crate::{
@@ -27,7 +28,7 @@ use crate::{
     calls::{Caller, InputRound, Outcome, ToolCall},
     results,
     runs::{self, BoundRun, CallSession, Named},
-    upstream::{CacheHint, Era, Requester, UpstreamError},
+    upstream::{CacheHint, Era, Requester, Subscriber, UpstreamError},
 };
 
 /// A list result with the caching hint its parts gave, for a 2026-07-28 client (2025-11-25 has
@@ -173,20 +174,16 @@ fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
     serde_json::from_value(Value::Object(map)).ok()
 }
 
-fn upstream_error(e: UpstreamError) -> ErrorData {
-    match e {
-        UpstreamError::Refused { error, .. } => error,
-        other => ErrorData::internal_error(other.to_string(), None),
-    }
-}
-
 impl ServerHandler for McpFront {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_prompts()
+            .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_subscribe()
+            .enable_resources_list_changed()
             .enable_completions()
             .enable_logging()
             .enable_tasks()
@@ -203,21 +200,63 @@ impl ServerHandler for McpFront {
         info
     }
 
-    /// What a 2026-07-28 client discovers: the same, less `resources.subscribe`, which in that
-    /// revision promises `subscriptions/listen` (not served by the gateway yet); 2025-11-25
-    /// clients subscribe with `resources/subscribe`.
     async fn discover(
         &self,
         _context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
-        let mut info = self.get_info();
-        if let Some(resources) = info.capabilities.resources.as_mut() {
-            resources.subscribe = None;
-        }
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
-            info,
+            self.get_info(),
         ))
+    }
+
+    /// Every kind of change is served: list changes of every upstream, and updates of the
+    /// resources the stream names.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    /// A 2026-07-28 client's listen stream: it hears of every upstream's list changes (as its
+    /// filter asks), and of updates to the resources it names, subscribed upstream for it
+    /// until the stream ends.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let listeners = &self.gateway.upstreams.listeners;
+        let id = listeners.add(context.sink().clone());
+        let open = CancellationToken::new();
+        let _closed = open.clone().drop_guard();
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut subscribed = Vec::new();
+        for uri in uris {
+            let subscriber = Subscriber::Listen(id, open.clone());
+            match self
+                .gateway
+                .upstreams
+                .subscribe(&uri, subscriber, Era::Session, &open)
+                .await
+            {
+                Ok(()) => subscribed.push(uri),
+                Err(e) => {
+                    tracing::debug!(%uri, error = %e.message, "no upstream updates for a listened resource")
+                }
+            }
+        }
+        context.cancelled().await;
+        listeners.remove(id);
+        open.cancel();
+        for uri in subscribed {
+            self.gateway
+                .upstreams
+                .unsubscribe(&uri, Some(id), Era::Session)
+                .await;
+        }
+        Ok(())
     }
 
     async fn list_tools(
@@ -342,7 +381,7 @@ impl ServerHandler for McpFront {
             peer.get_prompt_once(request).await
         })
         .await
-        .map_err(upstream_error)
+        .map_err(UpstreamError::into_error_data)
     }
 
     async fn list_resources(
@@ -427,7 +466,7 @@ impl ServerHandler for McpFront {
                 .await
             {
                 Ok(found) => return Ok(found),
-                Err(e) => last = Some(upstream_error(e)),
+                Err(e) => last = Some(e.into_error_data()),
             }
         }
         Err(last.unwrap_or_else(|| {
@@ -442,34 +481,11 @@ impl ServerHandler for McpFront {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let mut last = None;
-        for index in self
-            .gateway
+        let subscriber = Subscriber::Session(context.peer.clone());
+        self.gateway
             .upstreams
-            .resource_candidates(&request.uri)
+            .subscribe(&request.uri, subscriber, era(&context), &context.ct)
             .await
-        {
-            let conn = self.gateway.upstreams.connection(index);
-            if !conn.relay.subscribe(&request.uri, context.peer.clone()) {
-                return Ok(());
-            }
-            let forwarded = request.clone();
-            match conn
-                .request(era(&context), &context.ct, |peer| async move {
-                    peer.subscribe(forwarded).await
-                })
-                .await
-            {
-                Ok(()) => return Ok(()),
-                Err(e) => {
-                    conn.relay.unsubscribe(&request.uri);
-                    last = Some(upstream_error(e));
-                }
-            }
-        }
-        Err(last.unwrap_or_else(|| {
-            ErrorData::resource_not_found(format!("no upstream has {}", request.uri), None)
-        }))
     }
 
     async fn unsubscribe(
@@ -477,26 +493,10 @@ impl ServerHandler for McpFront {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        for index in self
-            .gateway
+        self.gateway
             .upstreams
-            .resource_candidates(&request.uri)
-            .await
-        {
-            let conn = self.gateway.upstreams.connection(index);
-            if !conn.relay.unsubscribe(&request.uri) {
-                continue;
-            }
-            let forwarded = request.clone();
-            let sent = conn
-                .request(era(&context), &context.ct, |peer| async move {
-                    peer.unsubscribe(forwarded).await
-                })
-                .await;
-            if let Err(e) = sent {
-                tracing::debug!(upstream = %conn.name(), error = %e, "unsubscribe not forwarded");
-            }
-        }
+            .unsubscribe(&request.uri, None, era(&context))
+            .await;
         Ok(())
     }
 
@@ -540,7 +540,7 @@ impl ServerHandler for McpFront {
                 .await
             {
                 Ok(done) => return Ok(done),
-                Err(e) => last = Some(upstream_error(e)),
+                Err(e) => last = Some(e.into_error_data()),
             }
         }
         Err(last.unwrap_or_else(|| ErrorData::invalid_params("nothing to complete", None)))

@@ -55,6 +55,14 @@ pub(crate) enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// The JSON-RPC error a client gets: the upstream's own, else one that says what happened.
+    pub(crate) fn into_error_data(self) -> ErrorData {
+        match self {
+            UpstreamError::Refused { error, .. } => error,
+            other => ErrorData::internal_error(other.to_string(), None),
+        }
+    }
+
     /// Whether the upstream may have run a request that failed so: it was sent, and no
     /// definite answer came back (the connection broke, time ran out, the answer was unreadable,
     /// or the client cancelled it on the way). Unreachable upstreams and their own JSON-RPC
@@ -105,10 +113,14 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    pub(crate) fn new(config: UpstreamConfig, timeout: Duration) -> Connection {
+    pub(crate) fn new(
+        config: UpstreamConfig,
+        timeout: Duration,
+        listeners: Arc<super::listeners::Listeners>,
+    ) -> Connection {
         Connection {
             config,
-            relay: Arc::default(),
+            relay: Arc::new(Relay::new(listeners)),
             timeout,
             demo: DemoBank::default(),
             running: Mutex::new(None),

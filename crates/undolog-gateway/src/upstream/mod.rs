@@ -10,7 +10,9 @@
 
 mod cache_hint;
 mod connection;
+mod listeners;
 mod relay;
+mod resource_subscriptions;
 mod stream_origin;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
@@ -20,7 +22,8 @@ use tokio::sync::RwLock;
 
 pub(crate) use cache_hint::CacheHint;
 pub(crate) use connection::{Connection, Era, UpstreamError};
-pub(crate) use relay::Requester;
+pub(crate) use listeners::{ListenerId, Listeners};
+pub(crate) use relay::{Requester, Subscriber};
 
 use crate::config::UpstreamConfig;
 
@@ -86,6 +89,16 @@ pub(crate) struct Upstreams {
     connections: Vec<Arc<Connection>>,
     separator: String,
     catalogs: RwLock<Catalogs>,
+    /// The client listen streams every upstream change goes to.
+    pub(crate) listeners: Arc<Listeners>,
+    /// Ends the standing upstream listens when the gateway goes.
+    watching: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Upstreams {
+    fn drop(&mut self) {
+        self.watching.cancel();
+    }
 }
 
 impl Upstreams {
@@ -96,15 +109,28 @@ impl Upstreams {
         separator: &str,
         timeout: Duration,
     ) -> Upstreams {
+        let listeners = Arc::new(Listeners::default());
         let upstreams = Upstreams {
             connections: configs
                 .iter()
-                .map(|c| Arc::new(Connection::new(c.clone(), timeout)))
+                .map(|c| Arc::new(Connection::new(c.clone(), timeout, listeners.clone())))
                 .collect(),
             separator: separator.to_owned(),
             catalogs: RwLock::default(),
+            listeners,
+            watching: tokio_util::sync::CancellationToken::new(),
         };
         upstreams.refresh().await;
+        // A 2026-07-28 upstream tells of list changes only on a listen stream: keep one open.
+        for conn in &upstreams.connections {
+            if conn.has_stateless_connection() {
+                tokio::spawn(listeners::watch(
+                    conn.clone(),
+                    upstreams.listeners.clone(),
+                    upstreams.watching.clone(),
+                ));
+            }
+        }
         upstreams
     }
 

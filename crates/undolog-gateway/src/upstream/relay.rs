@@ -8,7 +8,8 @@
 //! notifications), and go to that client request, on its own stream. One that cannot be tied to
 //! a request (a stdio upstream, a standalone stream) goes to the client only when every request
 //! in flight on that upstream is that one client's; otherwise it is refused and logged, never
-//! guessed. Resource updates go to the clients subscribed to the URI.
+//! guessed. Resource updates go to the clients subscribed to the URI, and list changes to the
+//! listen streams that asked for them.
 
 // Sampling, roots and logging are deprecated in 2026-07-28, but 2025-11-25 clients (most of them
 // today) still use them, and the gateway relays them faithfully.
@@ -39,7 +40,12 @@ use rmcp::{
     service::{InboundStreamOrigin, NotificationContext, OriginatingRequestId, RequestContext},
 };
 
-use super::stream_origin::RELATED_REQUEST;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    listeners::{Change, ListenerId, Listeners},
+    stream_origin::RELATED_REQUEST,
+};
 
 /// One client request, as a relayed message addresses it: the client's connection and the
 /// request's JSON-RPC id there.
@@ -66,8 +72,29 @@ pub(crate) struct Relay {
     in_flight: Mutex<BTreeMap<u64, InFlight>>,
     /// The gateway's interceptor chain, set once it has started.
     interceptors: OnceLock<Arc<Interceptors>>,
-    /// Resource URI → the 2025-11-25 clients subscribed to it through this upstream.
-    subscribers: Mutex<BTreeMap<String, Vec<Peer<RoleServer>>>>,
+    /// Resource URI → the clients subscribed to it through this upstream.
+    subscribers: Mutex<BTreeMap<String, Vec<Subscriber>>>,
+    /// The gateway's client listen streams (2026-07-28), which hear of every upstream change.
+    pub(crate) listeners: Arc<Listeners>,
+}
+
+/// A client subscribed to a resource's updates.
+#[derive(Debug, Clone)]
+pub(crate) enum Subscriber {
+    /// A 2025-11-25 client that sent `resources/subscribe`: updates go to its session.
+    Session(Peer<RoleServer>),
+    /// A 2026-07-28 listen stream that named the resource: updates reach it through
+    /// [`Listeners`], while `open` is not cancelled.
+    Listen(ListenerId, CancellationToken),
+}
+
+impl Subscriber {
+    fn gone(&self) -> bool {
+        match self {
+            Subscriber::Session(peer) => peer.is_transport_closed(),
+            Subscriber::Listen(_, open) => open.is_cancelled(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -105,6 +132,13 @@ impl Ticket {
 }
 
 impl Relay {
+    pub(crate) fn new(listeners: Arc<Listeners>) -> Relay {
+        Relay {
+            listeners,
+            ..Relay::default()
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, InFlight>> {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -150,24 +184,42 @@ impl Relay {
 
     /// Notes that `client` subscribed to `uri`; `true` when it is the first live subscriber, so
     /// the upstream subscription is to be made.
-    pub(crate) fn subscribe(&self, uri: &str, client: Peer<RoleServer>) -> bool {
+    pub(crate) fn subscribe(&self, uri: &str, client: Subscriber) -> bool {
         let mut subscribers = self.subscribers.lock().expect("relay lock");
         let list = subscribers.entry(uri.to_owned()).or_default();
-        list.retain(|p| !p.is_transport_closed());
+        list.retain(|s| !s.gone());
         list.push(client);
         list.len() == 1
     }
 
     /// Forgets the subscriptions to `uri` of clients that are gone, and, the client having
-    /// asked, one of those still there (the peers of one session cannot be told apart); `true`
+    /// asked, one session's still there (the peers of one session cannot be told apart); `true`
     /// when none is left, so the upstream subscription is to be dropped.
     pub(crate) fn unsubscribe(&self, uri: &str) -> bool {
+        self.forget(uri, |list| {
+            if let Some(last) = list
+                .iter()
+                .rposition(|s| matches!(s, Subscriber::Session(_)))
+            {
+                list.remove(last);
+            }
+        })
+    }
+
+    /// Forgets listen stream `id`'s subscription to `uri`; `true` when none is left.
+    pub(crate) fn unsubscribe_listener(&self, uri: &str, id: ListenerId) -> bool {
+        self.forget(uri, |list| {
+            list.retain(|s| !matches!(s, Subscriber::Listen(other, _) if *other == id));
+        })
+    }
+
+    fn forget(&self, uri: &str, drop_one: impl FnOnce(&mut Vec<Subscriber>)) -> bool {
         let mut subscribers = self.subscribers.lock().expect("relay lock");
         let Some(list) = subscribers.get_mut(uri) else {
             return true;
         };
-        list.retain(|p| !p.is_transport_closed());
-        list.pop();
+        list.retain(|s| !s.gone());
+        drop_one(list);
         let none_left = list.is_empty();
         if none_left {
             subscribers.remove(uri);
@@ -175,9 +227,18 @@ impl Relay {
         none_left
     }
 
+    /// The 2025-11-25 sessions subscribed to `uri` (listen streams hear through [`Listeners`]).
     fn subscribed(&self, uri: &str) -> Vec<Peer<RoleServer>> {
         let subscribers = self.subscribers.lock().expect("relay lock");
-        subscribers.get(uri).cloned().unwrap_or_default()
+        subscribers
+            .get(uri)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| match s {
+                Subscriber::Session(peer) => Some(peer.clone()),
+                Subscriber::Listen(..) => None,
+            })
+            .collect()
     }
 
     /// The client request a message from the upstream belongs to. `upstream_request` is the
@@ -367,6 +428,20 @@ impl ClientHandler for UpstreamClient {
                 tracing::debug!(upstream = %self.upstream, error = %e, "resource update not relayed");
             }
         }
+        let change = Change::Resource(params.uri);
+        self.relay.listeners.broadcast(&change).await;
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.relay.listeners.broadcast(&Change::Tools).await;
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.relay.listeners.broadcast(&Change::Prompts).await;
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.relay.listeners.broadcast(&Change::Resources).await;
     }
 
     async fn on_logging_message(

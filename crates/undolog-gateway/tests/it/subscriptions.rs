@@ -92,3 +92,98 @@ async fn a_subscriber_hears_of_the_upstreams_resource_update() {
     );
     assert!(seen.contains(URI), "the update names the resource: {seen}");
 }
+
+/// A 2026-07-28 client of the gateway (rmcp's, the official Rust SDK), stateless.
+async fn modern_client(
+    gw: &TestGateway,
+) -> rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig> {
+    use rmcp::{
+        model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion},
+        service::{ClientLifecycleMode, ClientServiceExt},
+        transport::StreamableHttpClientTransport,
+    };
+    let config = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("undolog-listen-test", "1"),
+    );
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    config
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_uri(gw.mcp_url()),
+            lifecycle,
+        )
+        .await
+        .expect("rmcp connects")
+}
+
+/// The next notification on `subscription`, within 10 s.
+async fn next(subscription: &mut rmcp::service::Subscription) -> rmcp::model::ServerNotification {
+    tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("a notification within 10 s")
+        .expect("a well-formed listen stream")
+        .expect("the stream is still open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_hears_of_upstream_list_changes_and_the_resources_it_names_only() {
+    use rmcp::model::{CallToolRequestParams, ServerNotification, SubscriptionFilter};
+    let upstream = Upstream::start().await;
+    let gw = TestGateway::start(&format!(
+        "default_tier = \"read_only\"\n\n[[upstreams]]\nname = \"conformance\"\nurl = {:?}\n",
+        upstream.url
+    ))
+    .await;
+    let client = modern_client(&gw).await;
+    let tools_and_resource = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .resource_subscription(URI)
+        .build();
+    let mut listening = client
+        .peer()
+        .listen(tools_and_resource)
+        .await
+        .expect("listen");
+    let prompts_only = SubscriptionFilter::builder().prompts_list_changed().build();
+    let mut narrow = client.peer().listen(prompts_only).await.expect("listen");
+    assert_eq!(
+        listening.acknowledged().resource_subscriptions.as_deref(),
+        Some(&[URI.to_owned()][..]),
+        "the gateway takes the whole filter"
+    );
+
+    // The upstream updates the watched resource after a subscription: the gateway subscribed.
+    let ServerNotification::ResourceUpdatedNotification(updated) = next(&mut listening).await
+    else {
+        panic!("a resource update first");
+    };
+    assert_eq!(updated.params.uri, URI);
+
+    // A tool list change upstream (made by a call through the gateway) reaches the stream.
+    client
+        .call_tool(CallToolRequestParams::new("test_trigger_tool_change"))
+        .await
+        .expect("the hook runs");
+    assert!(
+        matches!(
+            next(&mut listening).await,
+            ServerNotification::ToolListChangedNotification(_)
+        ),
+        "tools/list_changed on the stream that asked for it"
+    );
+    // The prompts-only stream heard nothing of it; a prompt change it does hear.
+    client
+        .call_tool(CallToolRequestParams::new("test_trigger_prompt_change"))
+        .await
+        .expect("the hook runs");
+    assert!(
+        matches!(
+            next(&mut narrow).await,
+            ServerNotification::PromptListChangedNotification(_)
+        ),
+        "the first thing a prompts-only stream hears is a prompt change"
+    );
+    client.cancel().await.ok();
+}

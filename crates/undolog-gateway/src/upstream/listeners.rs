@@ -1,0 +1,155 @@
+//! The 2026-07-28 `subscriptions/listen` streams of this gateway's clients, and what reaches
+//! them: a list of an upstream changed, or a resource an upstream serves was updated. Each
+//! stream gets only what its accepted filter names (rmcp's `SubscriptionSink` enforces it, and
+//! tags every notification with the stream's subscription id).
+//!
+//! Changes come from every upstream: over its session (2025-11-25 notifications, and
+//! `resources/subscribe` for the URIs a stream asks for), and over its stateless connection
+//! through a standing upstream `subscriptions/listen` (see [`watch`]).
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use rmcp::{
+    model::{
+        NotificationNoParam, ResourceUpdatedNotification, ResourceUpdatedNotificationParam,
+        ServerNotification, SubscriptionFilter,
+    },
+    service::{SubscriptionSendError, SubscriptionSink},
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{Connection, Era};
+
+/// What changed upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change {
+    Tools,
+    Prompts,
+    Resources,
+    /// The resource at this URI was updated.
+    Resource(String),
+}
+
+impl Change {
+    /// The change an upstream's notification reports, if it reports one.
+    pub(crate) fn of(notification: &ServerNotification) -> Option<Change> {
+        Some(match notification {
+            ServerNotification::ToolListChangedNotification(_) => Change::Tools,
+            ServerNotification::PromptListChangedNotification(_) => Change::Prompts,
+            ServerNotification::ResourceListChangedNotification(_) => Change::Resources,
+            ServerNotification::ResourceUpdatedNotification(updated) => {
+                Change::Resource(updated.params.uri.clone())
+            }
+            _ => return None,
+        })
+    }
+
+    /// The notification a client gets (fresh: nothing of the upstream's `_meta` goes along).
+    fn notification(&self) -> ServerNotification {
+        match self {
+            Change::Tools => {
+                ServerNotification::ToolListChangedNotification(NotificationNoParam::default())
+            }
+            Change::Prompts => {
+                ServerNotification::PromptListChangedNotification(NotificationNoParam::default())
+            }
+            Change::Resources => {
+                ServerNotification::ResourceListChangedNotification(NotificationNoParam::default())
+            }
+            Change::Resource(uri) => ServerNotification::ResourceUpdatedNotification(
+                ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(uri)),
+            ),
+        }
+    }
+}
+
+/// Tells one client listen stream from the others.
+pub(crate) type ListenerId = u64;
+
+/// Every client listen stream open on this gateway.
+#[derive(Debug, Default)]
+pub(crate) struct Listeners {
+    next: AtomicU64,
+    streams: Mutex<Vec<(ListenerId, SubscriptionSink)>>,
+}
+
+impl Listeners {
+    /// Adds a stream; it is dropped by [`Listeners::remove`] or once it is found closed.
+    pub(crate) fn add(&self, sink: SubscriptionSink) -> ListenerId {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().push((id, sink));
+        id
+    }
+
+    pub(crate) fn remove(&self, id: ListenerId) {
+        self.lock().retain(|(other, _)| *other != id);
+    }
+
+    /// Sends `change` to every stream whose filter takes it.
+    pub(crate) async fn broadcast(&self, change: &Change) {
+        let streams: Vec<(ListenerId, SubscriptionSink)> = self.lock().clone();
+        let notification = change.notification();
+        for (id, sink) in streams {
+            match sink.send(notification.clone()).await {
+                Ok(()) | Err(SubscriptionSendError::NotificationNotAccepted(_)) => {}
+                Err(SubscriptionSendError::SubscriptionClosed) => self.remove(id),
+                Err(e) => tracing::debug!(listener = id, error = %e, "change not delivered"),
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(ListenerId, SubscriptionSink)>> {
+        self.streams.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// How long a broken upstream listen waits before it listens again.
+const RELISTEN_AFTER: Duration = Duration::from_secs(1);
+
+/// Keeps a `subscriptions/listen` open on `conn`'s stateless connection for its list changes
+/// (2026-07-28 servers send them nowhere else) and hands each to `listeners`, until `stop`.
+/// A stream that ends is opened again.
+pub(crate) async fn watch(
+    conn: Arc<Connection>,
+    listeners: Arc<Listeners>,
+    stop: CancellationToken,
+) {
+    let filter = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .prompts_list_changed()
+        .resources_list_changed()
+        .build();
+    while !stop.is_cancelled() {
+        let listened = async {
+            let peer = conn.peer(Era::Stateless).await.map_err(|e| e.to_string())?;
+            let mut subscription = peer
+                .listen(filter.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+            while let Some(notification) = subscription.next().await.map_err(|e| e.to_string())? {
+                if let Some(change) = Change::of(&notification) {
+                    listeners.broadcast(&change).await;
+                }
+            }
+            Ok::<(), String>(())
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            ended = listened => {
+                if let Err(e) = ended {
+                    tracing::debug!(upstream = %conn.name(), error = %e, "upstream listen ended");
+                }
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(RELISTEN_AFTER) => {}
+        }
+    }
+}
