@@ -270,6 +270,22 @@ impl Engine {
         Ok(expires_at)
     }
 
+    /// The upstream answered the call by asking the client for input (`request`, its
+    /// `input_required` result): the effect waits for nothing and is never undone; the
+    /// client's answer is a call of its own.
+    pub async fn await_input(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        request: Value,
+    ) -> Result<(), Error> {
+        let now = self.now();
+        self.update_effect(org, effect, move |e| {
+            core::await_input(e, request.clone(), now)
+        })
+        .await
+    }
+
     /// This executor sent the call upstream and lost its answer (the connection broke, the
     /// upstream timed out): the tool may or may not have run, so the effect is in doubt now,
     /// with `error` saying why, instead of when its lease runs out.

@@ -47,11 +47,6 @@ pub enum Error {
     #[error("approval {0} expired before the decision; the agent must ask again")]
     ApprovalExpired(ApprovalId),
     #[error(
-        "the identical call (effect {effect}) failed: {error}; it is not run again. To try again, \
-         change the arguments or send a new idempotency key or step"
-    )]
-    CallFailed { effect: EffectId, error: String },
-    #[error(
         "the identical call (effect {0}) is still running after the wait limit; retry later \
          or raise the wait timeout"
     )]

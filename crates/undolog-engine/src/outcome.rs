@@ -15,6 +15,14 @@ pub enum Intercept {
     },
     /// The identical call already ran: here is its stored result; do not run the tool.
     Replay { effect_id: EffectId, result: Value },
+    /// The identical call ran and failed: here is its recorded failure, with what the tool
+    /// answered when it answered (`result`); do not run the tool. The first outcome is kept,
+    /// failures included.
+    Failed {
+        effect_id: EffectId,
+        error: String,
+        result: Option<Value>,
+    },
     /// A person must decide first; retry the identical call once they approve.
     AwaitingApproval {
         effect_id: EffectId,

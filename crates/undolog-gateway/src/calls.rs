@@ -27,9 +27,6 @@ use crate::{
     upstream::{Era, Requester, UpstreamError},
 };
 
-/// How the error of an effect recorded for an `input_required` round begins.
-const INPUT_REQUIRED: &str = "input required:";
-
 /// One tool call as a surface received it.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolCall {
@@ -162,7 +159,7 @@ pub(crate) enum Outcome {
     },
     /// The upstream needs the client's input first (a 2026-07-28 `input_required` round):
     /// `result` is its `InputRequiredResult`, passed to the client; the client's retry with the
-    /// responses is a new call. Recorded as a failed effect whose details are that result.
+    /// responses is a new call. Recorded as an `input_required` effect whose result is that.
     InputRequired { effect_id: EffectId, result: Value },
     /// The upstream answered the call with a JSON-RPC error, passed to the client as it is.
     /// Recorded as a failed effect.
@@ -230,27 +227,10 @@ impl Gateway {
                 return Err(Error::Intercepted { effect_id, error });
             }
         };
-        let mut engine_call = call.to_engine(&session, policy);
+        let engine_call = call.to_engine(&session, policy);
         let mut waited_for_approval = false;
         loop {
-            let decision = match self.engine.intercept(engine_call.clone()).await {
-                Err(undolog_engine::Error::CallFailed { effect, error }) => {
-                    // An earlier identical call got an input_required round: that is no answer
-                    // to replay. Asking again asks the upstream again, as a call of its own.
-                    if error.starts_with(INPUT_REQUIRED) && engine_call.idempotency_key.is_none() {
-                        let fresh = format!("mcp-input-round:{}", uuid::Uuid::now_v7());
-                        engine_call = engine_call.with_idempotency_key(fresh);
-                        continue;
-                    }
-                    return Ok(Outcome::Failed {
-                        effect_id: effect,
-                        error,
-                        result: None,
-                        replayed: true,
-                    });
-                }
-                other => other?,
-            };
+            let decision = self.engine.intercept(engine_call.clone()).await?;
             match decision {
                 Intercept::Execute { effect_id, .. }
                     if as_task && task_support != TaskSupport::Never =>
@@ -297,6 +277,19 @@ impl Gateway {
                         }
                     };
                     return Ok(Outcome::Replayed { effect_id, result });
+                }
+                // The first outcome is kept: the tool's own error result when it gave one.
+                Intercept::Failed {
+                    effect_id,
+                    error,
+                    result,
+                } => {
+                    return Ok(Outcome::Failed {
+                        effect_id,
+                        error,
+                        result: result.filter(|r| results::tool_error(r).is_some()),
+                        replayed: true,
+                    });
                 }
                 Intercept::Rejected {
                     effect_id: Some(effect_id),
@@ -490,9 +483,9 @@ impl Gateway {
                     .await
             }
             Outcome::Failed { error, result, .. } => {
-                // Keep what the chain decided even when the upstream gave no result.
+                // The tool's own error result, to replay as it was; else what the chain decided.
                 let details = match result {
-                    Some(kept) => kept.get("_meta").map(|_| kept.clone()),
+                    Some(kept) => Some(kept.clone()),
                     None => request_record
                         .map(|r| interceptors::recorded(serde_json::json!({}), Some(r), None)),
                 };
@@ -511,24 +504,10 @@ impl Gateway {
                     )
                     .await
             }
+            // Not done and not to be undone: the client's answer is a call of its own.
             Outcome::InputRequired { result, .. } => {
-                // Not done and not to be undone: the tool has not finished; the retry is a new call.
-                let keys: Vec<&str> = result
-                    .get("inputRequests")
-                    .and_then(Value::as_object)
-                    .map(|m| m.keys().map(String::as_str).collect())
-                    .unwrap_or_default();
-                let error = format!(
-                    "{INPUT_REQUIRED} the upstream asked the client for {} before it can finish; \
-                     the client's retry with the answers is recorded as its own call",
-                    if keys.is_empty() {
-                        "more input".to_owned()
-                    } else {
-                        keys.join(", ")
-                    }
-                );
                 self.engine
-                    .fail_with(&call.org, effect_id, error, Some(result.clone()))
+                    .await_input(&call.org, effect_id, result.clone())
                     .await
             }
             Outcome::InDoubt { message, .. } => {

@@ -39,6 +39,14 @@ pub enum Error {
         effect_id: undolog_types::EffectId,
         reason: String,
     },
+    #[error(
+        "the identical call (effect {effect_id}) failed: {error}; it is not run again. To try \
+         again, change the arguments or send a new idempotency key or step"
+    )]
+    CallFailed {
+        effect_id: undolog_types::EffectId,
+        error: String,
+    },
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error("{0}")]
@@ -66,6 +74,7 @@ impl Error {
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::Cancelled => StatusCode::BAD_REQUEST,
             Error::TasksRequired(_) => StatusCode::BAD_REQUEST,
+            Error::CallFailed { .. } => StatusCode::CONFLICT,
             Error::Config(_) | Error::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Error::OutcomeNotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Intercepted { error, .. } => match error.code.0 {
@@ -90,7 +99,6 @@ impl Error {
                 | E::UndoLost { .. }
                 | E::StepNotBegun(_)
                 | E::ApprovalExpired(_)
-                | E::CallFailed { .. }
                 | E::NotInDoubt(_)
                 | E::SessionBusy { .. }
                 | E::NothingToUndo { .. }
@@ -101,6 +109,17 @@ impl Error {
                 E::ApprovalWaitTimedOut(_) => StatusCode::ACCEPTED,
                 E::Store(_) | E::Stopped => StatusCode::SERVICE_UNAVAILABLE,
             },
+        }
+    }
+
+    /// The effect the error is about, when one was recorded: every error body names it.
+    fn effect_id(&self) -> Option<undolog_types::EffectId> {
+        match self {
+            Error::CallFailed { effect_id, .. } | Error::OutcomeNotRecorded { effect_id, .. } => {
+                Some(*effect_id)
+            }
+            Error::Intercepted { effect_id, .. } => *effect_id,
+            _ => None,
         }
     }
 
@@ -116,6 +135,7 @@ impl Error {
             Error::Forbidden(_) => "forbidden",
             Error::Cancelled => "cancelled",
             Error::TasksRequired(_) => "tasks_required",
+            Error::CallFailed { .. } => "call_failed",
             Error::OutcomeNotRecorded { .. } => "outcome_not_recorded",
             Error::Config(_) | Error::Startup(_) => "internal",
             Error::Intercepted { .. } => "intercepted",
@@ -132,7 +152,6 @@ impl Error {
                 E::AlreadyDecided { .. } => "already_decided",
                 E::OwnCall { .. } => "own_call",
                 E::ApprovalExpired(_) => "approval_expired",
-                E::CallFailed { .. } => "call_failed",
                 E::StillRunning(_) => "still_running",
                 E::ApprovalWaitTimedOut(_) => "still_waiting_for_approval",
                 E::NotInDoubt(_) => "not_in_doubt",
@@ -198,7 +217,10 @@ impl Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        let body = json!({ "error": self.public_message(), "code": self.code() });
+        let mut body = json!({ "error": self.public_message(), "code": self.code() });
+        if let Some(effect_id) = self.effect_id() {
+            body["effect_id"] = json!(effect_id.to_string());
+        }
         (status, Json(body)).into_response()
     }
 }

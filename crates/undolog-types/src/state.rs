@@ -59,6 +59,10 @@ string_enum!(
         Committed => "committed",
         /// The tool ran and reported failure.
         Failed => "failed",
+        /// The upstream asked the client for input before it can finish (a 2026-07-28
+        /// `input_required` round): not done, so never undone; the client's answer is a call
+        /// of its own.
+        InputRequired => "input_required",
         /// Its compensation is running.
         Compensating => "compensating",
         /// Its compensation succeeded (or found nothing to undo).
@@ -76,7 +80,7 @@ transitions!(EffectState, "an effect", |from, to| {
         (from, to),
         (AwaitingApproval, Approved | Denied | Expired)
             | (Approved, Pending)
-            | (Pending, Committed | Failed)
+            | (Pending, Committed | Failed | InputRequired)
             | (Committed, Compensating)
             | (Compensating, Compensated | CompensationFailed)
             // Undo retried after a person looked at the failure.

@@ -224,6 +224,14 @@ async fn call(
                 short(&approval_id.to_string())
             );
         }
+        Intercept::Failed {
+            effect_id, error, ..
+        } => {
+            println!(
+                "{tool:<12} {tier:<13} FAILED    {} -> {error} (as before; not run again)",
+                short(&effect_id.to_string())
+            );
+        }
         Intercept::Rejected { reason, .. } => {
             println!("{tool:<12} {tier:<13} REJECTED  {}", reason.message())
         }

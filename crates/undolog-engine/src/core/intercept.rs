@@ -231,8 +231,9 @@ fn decide_on_existing(
                 writes,
             )
         }
-        // Refused before it was sent (or expired unanswered): decide this call afresh.
-        EffectState::Expired | EffectState::Rejected => Ok(None),
+        // Refused before it was sent, expired unanswered, or stopped to ask the client for
+        // input (a round is never replayed): decide this call afresh.
+        EffectState::Expired | EffectState::Rejected | EffectState::InputRequired => Ok(None),
         EffectState::Pending => {
             let lease_live = existing
                 .lease
@@ -256,10 +257,14 @@ fn decide_on_existing(
         }
         // The first outcome is kept, failures included (as with idempotency keys): the caller
         // that ran it and every identical caller get the same answer.
-        EffectState::Failed => Err(Error::CallFailed {
-            effect: existing.id,
-            error: existing.error.clone().unwrap_or_default(),
-        }),
+        EffectState::Failed => answer(
+            Intercept::Failed {
+                effect_id: existing.id,
+                error: existing.error.clone().unwrap_or_default(),
+                result: existing.result.clone(),
+            },
+            writes,
+        ),
         EffectState::Committed
         | EffectState::Compensating
         | EffectState::Compensated

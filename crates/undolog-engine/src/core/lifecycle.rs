@@ -56,6 +56,21 @@ pub fn fail(
     Ok(vec![Write::UpdateEffect(effect)])
 }
 
+/// The upstream asked the client for input before it can finish: the effect is not done (so
+/// never undone), and `request` (the upstream's `input_required` answer) is kept as its result.
+pub fn await_input(
+    mut effect: Effect,
+    request: Value,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
+    effect.state = effect.state.transition(EffectState::InputRequired)?;
+    effect.result = Some(request);
+    effect.lease = None;
+    effect.updated_at = now;
+    effect.completed_at = Some(now);
+    Ok(vec![Write::UpdateEffect(effect)])
+}
+
 /// The executor lost the answer of a call it sent: the effect stays pending, its lease ends now
 /// (so it is in doubt at once), and `error` says what is known.
 pub fn doubt(mut effect: Effect, error: String, now: Timestamp) -> Result<Vec<Write>, Error> {

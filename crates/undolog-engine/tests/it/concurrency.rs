@@ -40,7 +40,7 @@ async fn race(engine: &Engine, tool_fails: bool) -> Vec<Seen> {
                         Seen::Executed
                     }
                     Ok(Intercept::Replay { result, .. }) => Seen::Replayed(result),
-                    Err(Error::CallFailed { error, .. }) => Seen::Failed(error),
+                    Ok(Intercept::Failed { error, .. }) => Seen::Failed(error),
                     other => panic!("unexpected {other:?}"),
                 }
             })

@@ -80,7 +80,6 @@ fn expected(err: &Error) -> bool {
             | Error::AlreadyDecided { .. }
             | Error::ApprovalExpired(_)
             | Error::StillRunning(_)
-            | Error::CallFailed { .. }
             | Error::KeyReused { .. }
             | Error::SessionBusy { .. }
             | Error::NothingToUndo { .. }

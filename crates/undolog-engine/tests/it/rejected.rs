@@ -25,7 +25,7 @@ async fn a_rejected_call_is_recorded_with_its_reason_and_details() {
     let effect = engine.effect(&org(), id).await.unwrap();
     assert_eq!(effect.state, EffectState::Rejected);
     assert_eq!(effect.error.as_deref(), Some("blocked by policy"));
-    assert_eq!(effect.result, Some(details));
+    assert_eq!(effect.result, Some(details.clone()));
     assert_eq!(effect.seq, 0);
     assert!(effect.completed_at.is_some());
     let mut seen = Vec::new();
@@ -103,9 +103,14 @@ async fn a_failure_can_keep_details_and_identical_calls_still_get_only_the_error
         .unwrap();
     let effect = engine.effect(&org(), id).await.unwrap();
     assert_eq!(effect.state, EffectState::Failed);
-    assert_eq!(effect.result, Some(details));
-    assert!(matches!(
-        engine.intercept(transfer("s1", 10)).await,
-        Err(undolog_engine::Error::CallFailed { error, .. }) if error == "upstream timed out"
-    ));
+    assert_eq!(effect.result, Some(details.clone()));
+    assert_eq!(
+        engine.intercept(transfer("s1", 10)).await.unwrap(),
+        Intercept::Failed {
+            effect_id: id,
+            error: "upstream timed out".into(),
+            result: Some(details),
+        },
+        "the failure is replayed with what was recorded"
+    );
 }

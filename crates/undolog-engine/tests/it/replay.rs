@@ -61,13 +61,13 @@ async fn a_failed_call_is_answered_with_its_error_not_run_again() {
         .fail(&org(), first, "upstream said no")
         .await
         .unwrap();
-    let err = engine.intercept(transfer("s1", 10)).await.unwrap_err();
-    assert!(
-        matches!(&err, Error::CallFailed { effect, error } if *effect == first && error == "upstream said no")
-    );
-    assert!(
-        err.to_string().contains("new idempotency key or step"),
-        "{err}"
+    assert_eq!(
+        engine.intercept(transfer("s1", 10)).await.unwrap(),
+        Intercept::Failed {
+            effect_id: first,
+            error: "upstream said no".into(),
+            result: None,
+        }
     );
     // A new step is a new call.
     must_execute(&engine, transfer("s1", 10).with_step(2)).await;
@@ -168,4 +168,33 @@ async fn events_describe_what_happened() {
         ["effect_intercepted", "effect_committed", "effect_replayed"]
     );
     let _ = id;
+}
+
+#[tokio::test]
+async fn an_input_round_is_neither_done_nor_failed_and_is_never_replayed() {
+    let (engine, _) = engine().await;
+    let first = must_execute(&engine, transfer("s1", 10)).await;
+    let asked = json!({"resultType": "input_required", "inputRequests": {"pin": {}}});
+    engine
+        .await_input(&org(), first, asked.clone())
+        .await
+        .unwrap();
+    let effect = engine.effect(&org(), first).await.unwrap();
+    assert_eq!(effect.state, EffectState::InputRequired);
+    assert_eq!(effect.result, Some(asked), "the upstream's request is kept");
+    // Asked again, identically: a call of its own, run again.
+    let again = must_execute(&engine, transfer("s1", 10)).await;
+    assert_ne!(again, first);
+    // Not done, so not undone: only the committed call is compensated.
+    engine
+        .commit(&org(), again, json!({"txn": 2}))
+        .await
+        .unwrap();
+    engine.close_session(&org(), &session("s1")).await.unwrap();
+    let plan = engine.begin_undo(&org(), &session("s1")).await.unwrap();
+    assert_eq!(
+        plan.steps.iter().map(|s| s.effect_id).collect::<Vec<_>>(),
+        vec![again],
+        "{plan:?}"
+    );
 }

@@ -66,6 +66,15 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// A failure answered now is the upstream's (502); one replayed is a conflict with the log (409).
+fn failure_status(replayed: bool) -> StatusCode {
+    if replayed {
+        StatusCode::CONFLICT
+    } else {
+        StatusCode::BAD_GATEWAY
+    }
+}
+
 fn respond(outcome: &Outcome) -> Response {
     let (status, body) = match outcome {
         Outcome::Executed { effect_id, result } | Outcome::Replayed { effect_id, result } => {
@@ -103,11 +112,7 @@ fn respond(outcome: &Outcome) -> Response {
             message,
             replayed,
         } => (
-            if *replayed {
-                StatusCode::CONFLICT
-            } else {
-                StatusCode::BAD_GATEWAY
-            },
+            failure_status(*replayed),
             json!({
                 "outcome": "in_doubt",
                 "in_doubt": true,
@@ -153,11 +158,7 @@ fn respond(outcome: &Outcome) -> Response {
             result,
             replayed,
         } => (
-            if *replayed {
-                StatusCode::CONFLICT
-            } else {
-                StatusCode::BAD_GATEWAY
-            },
+            failure_status(*replayed),
             json!({
                 "outcome": "failed",
                 "effect_id": effect_id.to_string(),

@@ -66,6 +66,10 @@ pub(crate) async fn intercept(
         Intercept::Replay { effect_id, result } => {
             json!({"outcome": "replay", "effect_id": effect_id.to_string(), "result": result})
         }
+        // 409 with code `call_failed` and the effect, as the SDK expects.
+        Intercept::Failed {
+            effect_id, error, ..
+        } => return Err(Error::CallFailed { effect_id, error }),
         Intercept::AwaitingApproval {
             effect_id,
             approval_id,

@@ -102,6 +102,16 @@ pub(super) fn of_effect(
                     .unwrap_or_else(|| "the call failed".into()),
             ),
         },
+        // An input round this gateway no longer runs: its requests, as the upstream asked.
+        EffectState::InputRequired => match effect
+            .result
+            .as_ref()
+            .and_then(|r| r.get("inputRequests"))
+            .and_then(|r| serde_json::from_value(r.clone()).ok())
+        {
+            Some(input_requests) => TaskPayload::InputRequired { input_requests },
+            None => failure("the upstream asked for input it did not name".into()),
+        },
         EffectState::Denied if approval.is_some_and(|a| a.state == ApprovalState::Withdrawn) => {
             TaskPayload::Cancelled
         }

@@ -1,7 +1,7 @@
 //! A 2026-07-28 tool call that the upstream answers with `input_required`: the client gets the
-//! upstream's request, that round is recorded as a failed effect (never committed, so never
-//! compensated), and the retry carrying the answers is its own recorded call. An upstream's
-//! JSON-RPC error reaches the client unchanged.
+//! upstream's request, that round is recorded as an `input_required` effect (never committed, so
+//! never compensated) that keeps the request, and the retry carrying the answers is its own
+//! recorded call. An upstream's JSON-RPC error reaches the client unchanged.
 
 use std::time::Duration;
 
@@ -99,11 +99,11 @@ async fn an_input_required_round_reaches_the_client_and_the_answered_retry_is_it
         [
             (
                 "test_input_required_result_elicitation".into(),
-                "failed".into()
+                "input_required".into()
             ),
             (
                 "test_input_required_result_elicitation".into(),
-                "failed".into()
+                "input_required".into()
             ),
             (
                 "test_input_required_result_elicitation".into(),
@@ -114,10 +114,15 @@ async fn an_input_required_round_reaches_the_client_and_the_answered_retry_is_it
         "{effects:?}"
     );
     assert_eq!(effects[0]["id"], round_effect);
-    let error = effects[0]["error"].as_str().unwrap_or_default();
+    assert_eq!(
+        effects[0]["result"]["inputRequests"]["user_name"]["method"], "elicitation/create",
+        "the round keeps what the upstream asked: {}",
+        effects[0]
+    );
     assert!(
-        error.starts_with("input required") && error.contains("user_name"),
-        "{error}"
+        effects[0]["error"].is_null(),
+        "not a failure: {}",
+        effects[0]
     );
 }
 

@@ -129,6 +129,11 @@ async fn the_sdk_effect_api_records_a_local_tool_and_replays_it() {
             .contains("card declined"),
         "{replayed}"
     );
+    assert_eq!(replayed["code"], "call_failed", "{replayed}");
+    assert_eq!(
+        replayed["effect_id"], effect,
+        "names the failed effect: {replayed}"
+    );
 
     let effects = gw.get("/v1/sessions/sdk-1/effects").await;
     let states: Vec<_> = effects

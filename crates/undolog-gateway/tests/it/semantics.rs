@@ -164,3 +164,40 @@ async fn undoing_three_transfers_runs_three_reverse_transfers_newest_first() {
         "{effects}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_failure_is_the_tools_own_error_result_and_says_replayed() {
+    let upstream = crate::conformance::Upstream::start().await;
+    let gw = TestGateway::start(&format!(
+        "[[upstreams]]\nname = \"conformance\"\nurl = {:?}\n\n[tools.test_error_with_details]\n\
+         tier = \"compensable\"\n",
+        upstream.url
+    ))
+    .await;
+    let mut client = Client::connect(
+        "mcp2",
+        "modern",
+        &gw.mcp_url(),
+        &["X-UndoLog-Session-Id: fails"],
+    )
+    .await;
+    let first = client.call("test_error_with_details", json!({})).await;
+    let second = client.call("test_error_with_details", json!({})).await;
+    assert_eq!(first["isError"], true, "{first}");
+    assert_eq!(second["isError"], true, "{second}");
+    let (first_id, first_replayed) = undolog_meta(&first);
+    let (second_id, second_replayed) = undolog_meta(&second);
+    assert!(!first_replayed && second_replayed, "{first}\n{second}");
+    assert_eq!(first_id, second_id);
+    assert_eq!(
+        second["structuredContent"],
+        json!({"code": "E42", "retryable": false}),
+        "the tool's own result, not a summary of it: {second}"
+    );
+    let blocks = |r: &serde_json::Value| r["content"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        blocks(&second)[..2],
+        blocks(&first)[..],
+        "its blocks as they were, then the replay note"
+    );
+}

@@ -73,6 +73,19 @@ async fn get_task(gw: &TestGateway, key: Option<&NewKey>, task: &str) -> Value {
     .1
 }
 
+/// `tasks/cancel` by `key`: the JSON-RPC answer.
+async fn cancel(gw: &TestGateway, key: &NewKey, task: &str) -> Value {
+    gw.rpc(
+        Some(key),
+        "tasks/cancel",
+        json!({"taskId": task}),
+        tasks(),
+        CLIENT_TIMEOUT,
+    )
+    .await
+    .1
+}
+
 /// The pending approval of the call that is `task`.
 async fn approval_for(gw: &TestGateway, key: Option<&NewKey>, task: &str) -> String {
     for _ in 0..100 {
@@ -252,15 +265,7 @@ async fn only_its_caller_may_cancel_a_task_and_cancelling_withdraws_the_approval
     assert_eq!(pending.as_array().map(Vec::len), Some(1), "{pending}");
 
     // Its caller cancels: the request is taken back, nobody can approve it any more.
-    let (_, ack) = gw
-        .rpc(
-            Some(&agent),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            tasks(),
-            CLIENT_TIMEOUT,
-        )
-        .await;
+    let ack = cancel(&gw, &agent, &task).await;
     assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
     let cancelled =
         wait_for_terminal(|| async { get_task(&gw, Some(&agent), &task).await["result"].clone() })
@@ -287,15 +292,7 @@ async fn only_its_caller_may_cancel_a_task_and_cancelling_withdraws_the_approval
     assert_eq!(effect["state"], "denied", "the call never ran: {effect}");
 
     // Cancelling again is acknowledged and changes nothing; a retry asks a person again.
-    let (_, again) = gw
-        .rpc(
-            Some(&agent),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            tasks(),
-            CLIENT_TIMEOUT,
-        )
-        .await;
+    let again = cancel(&gw, &agent, &task).await;
     assert_eq!(
         again["result"],
         json!({"resultType": "complete"}),

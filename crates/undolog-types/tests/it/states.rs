@@ -12,6 +12,7 @@ fn effect_lifecycle_follows_the_design() {
         (Approved, Pending),
         (Pending, Committed),
         (Pending, Failed),
+        (Pending, InputRequired),
         (Committed, Compensating),
         (Compensating, Compensated),
         (Compensating, CompensationFailed),
@@ -29,7 +30,7 @@ fn effect_lifecycle_follows_the_design() {
         "an effect cannot go from committed to pending"
     );
     assert!(Failed.is_terminal() && Denied.is_terminal() && Compensated.is_terminal());
-    assert!(Rejected.is_terminal());
+    assert!(Rejected.is_terminal() && InputRequired.is_terminal());
     assert!(!Pending.is_terminal());
 }
 

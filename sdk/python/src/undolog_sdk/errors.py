@@ -35,12 +35,15 @@ class GatewayUnavailableError(UndoLogError):
 
 
 class GatewayError(UndoLogError):
-    """The gateway refused the request (bad input, credentials, unknown id, conflict)."""
+    """The gateway refused the request (bad input, credentials, unknown id, conflict). ``code``
+    is the gateway's machine-readable name for what went wrong (``still_running``,
+    ``idempotency_key_reused``…), when it gave one."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
         super().__init__(f"gateway answered {status}: {message}")
         self.status = status
         self.message = message
+        self.code = code
 
 
 class AwaitingApprovalError(UndoLogError):
@@ -74,7 +77,12 @@ class RejectedError(UndoLogError):
 
 
 class CallFailedError(UndoLogError):
-    """An identical call failed before; its failure is replayed rather than run again."""
+    """An identical call failed before; its failure is replayed rather than run again.
+    ``effect_id`` is the failed effect."""
+
+    def __init__(self, message: str, *, effect_id: str | None = None) -> None:
+        super().__init__(message)
+        self.effect_id = effect_id
 
 
 class UndoFailedError(UndoLogError):

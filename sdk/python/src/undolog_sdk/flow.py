@@ -248,9 +248,14 @@ def checked(reply: Reply, *, call_failed: bool = False) -> Any:
     """The body of a successful reply; otherwise the error that says what happened."""
     if 200 <= reply.status < 300:
         return reply.body
-    message = reply.body.get("error", str(reply.body)) if isinstance(reply.body, dict) else str(reply.body)
-    if reply.status == 409 and call_failed:
-        raise CallFailedError(message)
+    body = reply.body if isinstance(reply.body, dict) else {}
+    message = body.get("error", str(reply.body))
+    code = body.get("code")
+    # Only a replayed failure is one: "still running" and the other conflicts are not.
+    if reply.status == 409 and call_failed and code == "call_failed":
+        raise CallFailedError(message, effect_id=body.get("effect_id"))
     if reply.status >= 500:
-        raise GatewayUnavailableError(f"the gateway could not record the call ({reply.status}: {message})")
-    raise GatewayError(reply.status, message)
+        raise GatewayUnavailableError(
+            f"the gateway could not record the call ({reply.status}: {message})", effect_id=body.get("effect_id")
+        )
+    raise GatewayError(reply.status, message, code)
