@@ -210,8 +210,10 @@ impl Connection {
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
-                let transport =
-                    StreamableHttpClientTransport::with_client(MarkingClient::default(), config);
+                let transport = StreamableHttpClientTransport::with_client(
+                    MarkingClient::new(self.relay.clone()),
+                    config,
+                );
                 match era {
                     Era::Session => client.serve(transport).await,
                     // An upstream that only speaks sessions answers the probe as legacy; the

@@ -21,7 +21,10 @@ use std::{
         Arc, Mutex, OnceLock,
         atomic::{AtomicU64, Ordering},
     },
+    time::Duration,
 };
+
+use serde_json::Value;
 
 use undolog_interceptors::Phase;
 
@@ -227,6 +230,48 @@ impl Relay {
         none_left
     }
 
+    /// Relays a progress or log notification the moment the upstream's stream carries it, so
+    /// the client gets them in the upstream's order and before the call's answer (rmcp hands
+    /// notifications to their handlers concurrently, which would reorder them and let some
+    /// arrive after the call ended). `true` when the relay took it: the stream need not pass it
+    /// on. Anything else, or a message it cannot place, is left to the handlers.
+    pub(crate) async fn relay_in_order(&self, message: &Value) -> bool {
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        match message.get("method").and_then(Value::as_str) {
+            Some("notifications/progress") => {
+                let Ok(mut params) = serde_json::from_value::<ProgressNotificationParam>(params)
+                else {
+                    return false;
+                };
+                let Some((client, token)) = self.progress_target(&params.progress_token) else {
+                    return false;
+                };
+                params.progress_token = token;
+                delivered("progress", client.notify_progress(params)).await;
+                true
+            }
+            Some("notifications/message") => {
+                let mut params = params;
+                let related = params
+                    .get_mut("_meta")
+                    .and_then(Value::as_object_mut)
+                    .and_then(|meta| meta.remove(RELATED_REQUEST))
+                    .and_then(|id| serde_json::from_value::<RequestId>(id).ok());
+                let Some(requester) = self.requester_of(related.as_ref()) else {
+                    return false;
+                };
+                let Ok(params) = serde_json::from_value::<LoggingMessageNotificationParam>(params)
+                else {
+                    return false;
+                };
+                let sent = requester.peer.notify_logging_message(params);
+                delivered("log message", sent).await;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The 2025-11-25 sessions subscribed to `uri` (listen streams hear through [`Listeners`]).
     fn subscribed(&self, uri: &str) -> Vec<Peer<RoleServer>> {
         let subscribers = self.subscribers.lock().expect("relay lock");
@@ -316,6 +361,21 @@ fn unattributed(upstream: &str, what: &str) -> ErrorData {
 
 fn unexpected() -> ErrorData {
     ErrorData::internal_error("the client answered with another kind of result", None)
+}
+
+/// How long one relayed notification may wait for its client before it is dropped.
+const DELIVERY_LIMIT: Duration = Duration::from_secs(5);
+
+/// Waits for one notification to reach its client (at most [`DELIVERY_LIMIT`]).
+async fn delivered(
+    what: &str,
+    sent: impl std::future::Future<Output = Result<(), rmcp::ServiceError>>,
+) {
+    match tokio::time::timeout(DELIVERY_LIMIT, sent).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(error = %e, "{what} not relayed"),
+        Err(_) => tracing::debug!("{what} not relayed: the client took over {DELIVERY_LIMIT:?}"),
+    }
 }
 
 fn relayed(e: rmcp::ServiceError) -> ErrorData {

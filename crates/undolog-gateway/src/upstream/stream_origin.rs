@@ -23,12 +23,27 @@ use rmcp::{
 use serde_json::{Map, Value};
 use sse_stream::Sse;
 
+use super::relay::Relay;
+
 /// Where a notification's request id is written.
 pub(crate) const RELATED_REQUEST: &str = "io.undolog/related-request";
 
-/// reqwest's Streamable HTTP client, marking notifications with the request they came with.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct MarkingClient(reqwest::Client);
+/// reqwest's Streamable HTTP client, marking notifications with the request they came with, and
+/// handing progress and log messages to the relay in the order the stream carries them.
+#[derive(Debug, Clone)]
+pub(crate) struct MarkingClient {
+    http: reqwest::Client,
+    relay: Arc<Relay>,
+}
+
+impl MarkingClient {
+    pub(crate) fn new(relay: Arc<Relay>) -> MarkingClient {
+        MarkingClient {
+            http: reqwest::Client::default(),
+            relay,
+        }
+    }
+}
 
 type Result<T> = std::result::Result<T, StreamableHttpError<reqwest::Error>>;
 type Events = BoxStream<'static, std::result::Result<Sse, SseError>>;
@@ -48,10 +63,10 @@ impl StreamableHttpClient for MarkingClient {
     ) -> Result<StreamableHttpPostResponse> {
         let id = request_id(&message);
         let response = self
-            .0
+            .http
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await?;
-        Ok(marked(response, id))
+        Ok(marked(response, id, &self.relay))
     }
 
     async fn post_message_with_response_limits(
@@ -65,7 +80,7 @@ impl StreamableHttpClient for MarkingClient {
     ) -> Result<StreamableHttpPostResponse> {
         let id = request_id(&message);
         let response = self
-            .0
+            .http
             .post_message_with_response_limits(
                 uri,
                 message,
@@ -75,7 +90,7 @@ impl StreamableHttpClient for MarkingClient {
                 limits,
             )
             .await?;
-        Ok(marked(response, id))
+        Ok(marked(response, id, &self.relay))
     }
 
     async fn delete_session(
@@ -85,7 +100,7 @@ impl StreamableHttpClient for MarkingClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<()> {
-        self.0
+        self.http
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
     }
@@ -99,10 +114,10 @@ impl StreamableHttpClient for MarkingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<Events> {
         let events = self
-            .0
+            .http
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await?;
-        Ok(mark(events, None))
+        Ok(mark(events, None, &self.relay))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -115,7 +130,7 @@ impl StreamableHttpClient for MarkingClient {
         max_sse_event_size: usize,
     ) -> Result<Events> {
         let events = self
-            .0
+            .http
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -125,7 +140,7 @@ impl StreamableHttpClient for MarkingClient {
                 max_sse_event_size,
             )
             .await?;
-        Ok(mark(events, None))
+        Ok(mark(events, None, &self.relay))
     }
 }
 
@@ -139,26 +154,41 @@ fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
 fn marked(
     response: StreamableHttpPostResponse,
     id: Option<RequestId>,
+    relay: &Arc<Relay>,
 ) -> StreamableHttpPostResponse {
     match response {
         StreamableHttpPostResponse::Sse(events, session) => {
-            StreamableHttpPostResponse::Sse(mark(events, id), session)
+            StreamableHttpPostResponse::Sse(mark(events, id, relay), session)
         }
         other => other,
     }
 }
 
-/// The events with every notification marked with `id` (unmarked when `None`).
-fn mark(events: Events, id: Option<RequestId>) -> Events {
+/// The events with every notification marked with `id` (unmarked when `None`); the progress and
+/// log messages the relay takes on the way are relayed then and there, in stream order, and
+/// passed on without data (rmcp skips them, keeping the event id for a resumed stream).
+fn mark(events: Events, id: Option<RequestId>, relay: &Arc<Relay>) -> Events {
     let id = id.map(|id| serde_json::to_value(id).unwrap_or(Value::Null));
+    let relay = relay.clone();
     events
-        .map(move |event| {
-            event.map(|mut event| {
+        .then(move |event| {
+            let (id, relay) = (id.clone(), relay.clone());
+            async move {
+                let mut event = event?;
                 if let Some(data) = event.data.as_mut() {
                     mark_notification(data, id.as_ref());
+                    let taken = match serde_json::from_str::<Value>(data) {
+                        Ok(message) if message.get("id").is_none() => {
+                            relay.relay_in_order(&message).await
+                        }
+                        _ => false,
+                    };
+                    if taken {
+                        event.data = None;
+                    }
                 }
-                event
-            })
+                Ok(event)
+            }
         })
         .boxed()
 }

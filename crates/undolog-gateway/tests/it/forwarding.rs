@@ -75,3 +75,42 @@ async fn in_defer_mode_the_call_answers_at_once_and_the_retry_after_approval_run
     assert_eq!(sent["structuredContent"]["sent"], true, "{sent}");
     assert_eq!(bank.ledger().await.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reaches_the_client_in_the_order_the_upstream_sent_it() {
+    const COUNT: u64 = 300;
+    let upstream = crate::conformance::Upstream::start().await;
+    let gw = TestGateway::start(&format!(
+        "default_tier = \"read_only\"\n\n[[upstreams]]\nname = \"conformance\"\nurl = {:?}\n",
+        upstream.url
+    ))
+    .await;
+    // Directly first: the fixture and the client keep the order themselves.
+    let gateway = gw.mcp_url();
+    for (way, url, mode) in [
+        ("directly", &upstream.url, "legacy"),
+        ("through the gateway", &gateway, "legacy"),
+        ("directly", &upstream.url, "modern"),
+        ("through the gateway", &gateway, "modern"),
+    ] {
+        let mut client = Client::connect("mcp2", mode, url, &[]).await;
+        let id = client
+            .send(json!({"op": "call_tool", "name": "test_progress_burst",
+                         "arguments": {"count": COUNT}, "progress": true}))
+            .await;
+        let answer = client.answer(id).await;
+        assert_ne!(answer["ok"]["isError"], true, "{way}, {mode}: {answer}");
+        let seen: Vec<u64> = answer["progress"]
+            .as_array()
+            .expect("progress was collected")
+            .iter()
+            .filter_map(|p| p["progress"].as_f64())
+            .map(|p| p as u64)
+            .collect();
+        assert_eq!(
+            seen,
+            (1..=COUNT).collect::<Vec<_>>(),
+            "{way}, {mode}: every progress notification, in the upstream's order"
+        );
+    }
+}
