@@ -194,21 +194,21 @@ impl Engine {
     }
 
     /// Records a call that was refused before it was sent (an interceptor blocked it) as a
-    /// `rejected` effect, in one transaction: `reason` says why, `details` (if any) is kept as the
-    /// effect's result for whoever reads the log. The tool never runs; an identical call later is
+    /// `rejected` effect, in one transaction: `reason` says why, `verdicts` (if any: what the
+    /// interceptor chain decided) is kept for whoever reads the log. The tool never runs; an identical call later is
     /// decided afresh. `None` when the session no longer takes calls (nothing is recorded then).
     pub async fn reject(
         &self,
         call: &Call,
         reason: impl Into<String>,
-        details: Option<Value>,
+        verdicts: Option<Value>,
     ) -> Result<Option<EffectId>, Error> {
         self.validate(call)?;
         let mut tx = self.begin(&call.org).await?;
         tx.lock(call.signature().lock_key()).await?;
         let session = tx.session(&call.session).await?;
         let Some((effect_id, writes)) =
-            core::reject(call, session, reason.into(), details, self.now())
+            core::reject(call, session, reason.into(), verdicts, self.now())
         else {
             return Ok(None);
         };
@@ -218,9 +218,23 @@ impl Engine {
 
     /// Records the tool's result for an effect this caller was told to execute.
     pub async fn commit(&self, org: &OrgId, effect: EffectId, result: Value) -> Result<(), Error> {
+        self.commit_with(org, effect, result, None).await
+    }
+
+    /// The same, keeping `verdicts` (what the interceptor chains decided about the call) apart
+    /// from the result.
+    pub async fn commit_with(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        result: Value,
+        verdicts: Option<Value>,
+    ) -> Result<(), Error> {
         let now = self.now();
-        self.update_effect(org, effect, move |e| core::commit(e, result.clone(), now))
-            .await
+        self.update_effect(org, effect, move |e| {
+            core::commit(e, result.clone(), verdicts.clone(), now)
+        })
+        .await
     }
 
     /// Records that the tool failed; identical calls waiting for it get this error.
@@ -230,21 +244,23 @@ impl Engine {
         effect: EffectId,
         error: impl Into<String>,
     ) -> Result<(), Error> {
-        self.fail_with(org, effect, error, None).await
+        self.fail_with(org, effect, error, None, None).await
     }
 
     /// The same, keeping `details` (what the tool answered, notes on the call) as the effect's
-    /// result for whoever reads the log; identical calls still get only the error.
+    /// result and `verdicts` (what the interceptor chains decided) apart, for whoever reads the
+    /// log; an identical call later gets the error and the details.
     pub async fn fail_with(
         &self,
         org: &OrgId,
         effect: EffectId,
         error: impl Into<String>,
         details: Option<Value>,
+        verdicts: Option<Value>,
     ) -> Result<(), Error> {
         let (now, error) = (self.now(), error.into());
         self.update_effect(org, effect, move |e| {
-            core::fail(e, error.clone(), details.clone(), now)
+            core::fail(e, error.clone(), details.clone(), verdicts.clone(), now)
         })
         .await
     }
@@ -278,10 +294,11 @@ impl Engine {
         org: &OrgId,
         effect: EffectId,
         request: Value,
+        verdicts: Option<Value>,
     ) -> Result<(), Error> {
         let now = self.now();
         self.update_effect(org, effect, move |e| {
-            core::await_input(e, request.clone(), now)
+            core::await_input(e, request.clone(), verdicts.clone(), now)
         })
         .await
     }
@@ -294,10 +311,13 @@ impl Engine {
         org: &OrgId,
         effect: EffectId,
         error: impl Into<String>,
+        verdicts: Option<Value>,
     ) -> Result<(), Error> {
         let (now, error) = (self.now(), error.into());
-        self.update_effect(org, effect, move |e| core::doubt(e, error.clone(), now))
-            .await
+        self.update_effect(org, effect, move |e| {
+            core::doubt(e, error.clone(), verdicts.clone(), now)
+        })
+        .await
     }
 
     /// Pending effects whose executor's lease ran out: they may or may not have run.

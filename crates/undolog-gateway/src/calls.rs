@@ -218,11 +218,11 @@ impl Gateway {
                 redact_value(&mut args);
                 call.args = Args::try_from(args).map_err(undolog_engine::Error::from)?;
                 let rejected = call.to_engine(&session, policy);
-                let mut details = interceptors::rejection_details(record);
-                redact_value(&mut details);
+                let mut verdicts = serde_json::json!({ "request": record });
+                redact_value(&mut verdicts);
                 let effect_id = self
                     .engine
-                    .reject(&rejected, error.message.to_string(), Some(details))
+                    .reject(&rejected, error.message.to_string(), Some(verdicts))
                     .await?;
                 return Err(Error::Intercepted { effect_id, error });
             }
@@ -426,26 +426,25 @@ impl Gateway {
             result,
             replayed: false,
         };
-        let (mut blocked, mut answered) = (None, None);
+        let (mut blocked, mut answered, mut response_record) = (None, None, None);
         let outcome = match answer {
             Ok(ServerResult::CallToolResult(result)) => {
                 let result = results::stored(&result);
-                let (answer, response_record) =
-                    match self.interceptors.tool_response(&result, context).await {
-                        ResponseVerdict::Pass { result, record } => (Some(result), record),
-                        ResponseVerdict::Blocked { error, record } => {
-                            blocked = Some(error);
-                            (None, Some(record))
-                        }
-                    };
-                answered = answer;
-                let kept = interceptors::recorded(result, request_record, response_record.as_ref());
-                match results::tool_error(&kept) {
-                    Some(error) => failed(error, Some(kept)),
-                    None => Outcome::Executed {
-                        effect_id,
-                        result: kept,
-                    },
+                answered = match self.interceptors.tool_response(&result, context).await {
+                    ResponseVerdict::Pass { result, record } => {
+                        response_record = record;
+                        Some(result)
+                    }
+                    ResponseVerdict::Blocked { error, record } => {
+                        blocked = Some(error);
+                        response_record = Some(record);
+                        None
+                    }
+                };
+                // The log keeps what the upstream answered; the chains' verdicts go apart.
+                match results::tool_error(&result) {
+                    Some(error) => failed(error, Some(result)),
+                    None => Outcome::Executed { effect_id, result },
                 }
             }
             Ok(ServerResult::InputRequiredResult(asked)) => Outcome::InputRequired {
@@ -476,21 +475,23 @@ impl Gateway {
             },
             Err(e) => failed(e.to_string(), None),
         };
+        let verdicts = interceptors::verdicts(request_record, response_record.as_ref());
         let recorded = match &outcome {
             Outcome::Executed { result, .. } => {
                 self.engine
-                    .commit(&call.org, effect_id, result.clone())
+                    .commit_with(&call.org, effect_id, result.clone(), verdicts)
                     .await
             }
             Outcome::Failed { error, result, .. } => {
-                // The tool's own error result, to replay as it was; else what the chain decided.
-                let details = match result {
-                    Some(kept) => Some(kept.clone()),
-                    None => request_record
-                        .map(|r| interceptors::recorded(serde_json::json!({}), Some(r), None)),
-                };
+                // The tool's own error result, to replay as it was.
                 self.engine
-                    .fail_with(&call.org, effect_id, error.clone(), details)
+                    .fail_with(
+                        &call.org,
+                        effect_id,
+                        error.clone(),
+                        result.clone(),
+                        verdicts,
+                    )
                     .await
             }
             Outcome::Refused { error, .. } => {
@@ -501,18 +502,19 @@ impl Gateway {
                         effect_id,
                         format!("the upstream refused the call: {}", error.message),
                         Some(details),
+                        verdicts,
                     )
                     .await
             }
             // Not done and not to be undone: the client's answer is a call of its own.
             Outcome::InputRequired { result, .. } => {
                 self.engine
-                    .await_input(&call.org, effect_id, result.clone())
+                    .await_input(&call.org, effect_id, result.clone(), verdicts)
                     .await
             }
             Outcome::InDoubt { message, .. } => {
                 self.engine
-                    .doubt(&call.org, effect_id, message.clone())
+                    .doubt(&call.org, effect_id, message.clone(), verdicts)
                     .await
             }
             _ => Ok(()),

@@ -133,6 +133,7 @@ async fn session_calls(store: Arc<PostgresStore>, calls: u64) {
             state: EffectState::Pending,
             result: None,
             error: None,
+            verdicts: None,
             approval: None,
             lease: None,
             created_at: now,

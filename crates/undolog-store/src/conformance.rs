@@ -98,6 +98,7 @@ fn effect(org_name: &str, session_id: &str, seq: i64) -> Effect {
         state: EffectState::Pending,
         result: None,
         error: None,
+        verdicts: None,
         approval: None,
         lease: Some(Lease {
             holder: "gateway-1".into(),
@@ -172,6 +173,7 @@ pub async fn effects_round_trip(store: Arc<dyn Store>) {
     let mut e = effect("acme", "s1", 0);
     e.step = Some(9_007_199_254_740_991);
     e.idempotency_key = Some("key-1".into());
+    e.verdicts = Some(json!({"request": {"status": "success"}}));
     seed(&*store, "acme", "s1", &[&e]).await;
 
     let mut tx = store.begin(&org("acme")).await.unwrap();
@@ -181,6 +183,7 @@ pub async fn effects_round_trip(store: Arc<dyn Store>) {
     e.lease = None;
     e.completed_at = Some(Timestamp(3_000));
     e.resolved_by = Some("api-key:ops".into());
+    e.verdicts = Some(json!({"request": {"status": "success", "results": []}}));
     e.updated_at = Timestamp(3_000);
     tx.update_effect(&e).await.unwrap();
     tx.commit().await.unwrap();

@@ -124,6 +124,9 @@ pub struct Effect {
     pub state: EffectState,
     pub result: Option<Value>,
     pub error: Option<String>,
+    /// What the interceptor chains decided about the call (`{request?, response?}`, each a
+    /// SEP-2624 `ChainExecutionResult`), kept apart from what the tool answered.
+    pub verdicts: Option<Value>,
     pub approval: Option<ApprovalId>,
     pub lease: Option<Lease>,
     pub created_at: Timestamp,

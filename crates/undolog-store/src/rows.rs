@@ -13,7 +13,7 @@ pub(crate) const SESSION_COLUMNS: &str = "org, id, state, next_seq, failed_effec
 
 pub(crate) const EFFECT_COLUMNS: &str = "id, org, session, seq, tool, args, step, signature, \
     idempotency_key, tier, compensation, state, result, error, approval, lease_holder, \
-    lease_expires_at, created_at, updated_at, completed_at, resolved_by";
+    lease_expires_at, created_at, updated_at, completed_at, resolved_by, verdicts";
 
 pub(crate) const APPROVAL_COLUMNS: &str = "id, org, session, effect_id, signature, state, \
     requested_at, expires_at, requested_by, decided_by, decided_at, reason";
@@ -117,6 +117,7 @@ pub(crate) fn effect(row: &impl Columns) -> Result<Effect> {
         state: parsed(row, "state")?,
         result: json_opt(row, "result")?,
         error: row.text_opt("error")?,
+        verdicts: json_opt(row, "verdicts")?,
         approval: parsed_opt(row, "approval")?,
         lease,
         created_at: timestamp(row, "created_at")?,

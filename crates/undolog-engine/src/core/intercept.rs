@@ -77,6 +77,7 @@ pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Er
         state: EffectState::Pending,
         result: None,
         error: None,
+        verdicts: None,
         approval: None,
         lease: None,
         created_at: view.now,
@@ -130,7 +131,7 @@ pub fn reject(
     call: &Call,
     session: Option<Session>,
     reason: String,
-    details: Option<serde_json::Value>,
+    verdicts: Option<serde_json::Value>,
     now: Timestamp,
 ) -> Option<(EffectId, Vec<Write>)> {
     let mut session = match session {
@@ -151,8 +152,9 @@ pub fn reject(
         tier: call.policy.tier,
         compensation: call.policy.compensation.clone(),
         state: EffectState::Rejected,
-        result: details,
+        result: None,
         error: Some(reason),
+        verdicts,
         approval: None,
         lease: None,
         created_at: now,

@@ -17,10 +17,20 @@ pub enum Resolution {
 }
 
 /// Records a tool's result; a compensable effect goes onto its session's undo stack.
-pub fn commit(mut effect: Effect, result: Value, now: Timestamp) -> Result<Vec<Write>, Error> {
+/// Records the tool's result; `verdicts` (what the interceptor chains decided) is kept apart,
+/// when given.
+pub fn commit(
+    mut effect: Effect,
+    result: Value,
+    verdicts: Option<Value>,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
     ensure_pending(&effect)?;
     effect.state = effect.state.transition(EffectState::Committed)?;
     effect.result = Some(result);
+    if verdicts.is_some() {
+        effect.verdicts = verdicts;
+    }
     effect.lease = None;
     effect.updated_at = now;
     effect.completed_at = Some(now);
@@ -37,11 +47,12 @@ pub fn commit(mut effect: Effect, result: Value, now: Timestamp) -> Result<Vec<W
 }
 
 /// Records that the tool reported failure; `details` (what the tool answered, notes on the call)
-/// is kept as the effect's result when given.
+/// is kept as the effect's result, and `verdicts` apart, when given.
 pub fn fail(
     mut effect: Effect,
     error: String,
     details: Option<Value>,
+    verdicts: Option<Value>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
     ensure_pending(&effect)?;
@@ -49,6 +60,9 @@ pub fn fail(
     effect.error = Some(error);
     if details.is_some() {
         effect.result = details;
+    }
+    if verdicts.is_some() {
+        effect.verdicts = verdicts;
     }
     effect.lease = None;
     effect.updated_at = now;
@@ -61,10 +75,14 @@ pub fn fail(
 pub fn await_input(
     mut effect: Effect,
     request: Value,
+    verdicts: Option<Value>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
     effect.state = effect.state.transition(EffectState::InputRequired)?;
     effect.result = Some(request);
+    if verdicts.is_some() {
+        effect.verdicts = verdicts;
+    }
     effect.lease = None;
     effect.updated_at = now;
     effect.completed_at = Some(now);
@@ -73,7 +91,12 @@ pub fn await_input(
 
 /// The executor lost the answer of a call it sent: the effect stays pending, its lease ends now
 /// (so it is in doubt at once), and `error` says what is known.
-pub fn doubt(mut effect: Effect, error: String, now: Timestamp) -> Result<Vec<Write>, Error> {
+pub fn doubt(
+    mut effect: Effect,
+    error: String,
+    verdicts: Option<Value>,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
     if effect.state != EffectState::Pending {
         return Err(Error::NotPending {
             effect: effect.id,
@@ -84,6 +107,9 @@ pub fn doubt(mut effect: Effect, error: String, now: Timestamp) -> Result<Vec<Wr
         lease.expires_at = now;
     }
     effect.error = Some(error);
+    if verdicts.is_some() {
+        effect.verdicts = verdicts;
+    }
     effect.updated_at = now;
     Ok(vec![Write::UpdateEffect(effect)])
 }
@@ -105,8 +131,8 @@ pub fn resolve_in_doubt(
     }
     effect.resolved_by = Some(by);
     match resolution {
-        Resolution::Committed(result) => commit(effect, result, now),
-        Resolution::Failed(reason) => fail(effect, reason, None, now),
+        Resolution::Committed(result) => commit(effect, result, None, now),
+        Resolution::Failed(reason) => fail(effect, reason, None, None, now),
     }
 }
 

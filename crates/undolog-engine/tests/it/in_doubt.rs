@@ -113,6 +113,7 @@ async fn an_executor_that_lost_the_answer_puts_the_effect_in_doubt_at_once() {
             &org(),
             id,
             "upstream `bank` closed the connection before answering",
+            None,
         )
         .await
         .unwrap();
@@ -149,7 +150,7 @@ async fn an_executor_that_lost_the_answer_puts_the_effect_in_doubt_at_once() {
         .await
         .unwrap();
     // Only a pending effect can be in doubt.
-    let err = engine.doubt(&org(), id, "again").await.unwrap_err();
+    let err = engine.doubt(&org(), id, "again", None).await.unwrap_err();
     assert!(
         matches!(
             err,

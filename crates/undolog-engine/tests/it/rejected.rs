@@ -1,6 +1,7 @@
 //! Calls refused before they were sent (an interceptor blocked them) are recorded as rejected
 //! effects; the tool never ran, so an identical call later is decided afresh. Failures may keep
-//! details (such as the interceptors' verdicts) beside their error.
+//! details (what the tool answered) beside their error, and every outcome the interceptors'
+//! verdicts in a record of their own.
 
 use serde_json::json;
 use undolog_engine::{Event, Intercept};
@@ -9,10 +10,10 @@ use undolog_types::{EffectState, SessionState};
 use crate::*;
 
 #[tokio::test]
-async fn a_rejected_call_is_recorded_with_its_reason_and_details() {
+async fn a_rejected_call_is_recorded_with_its_reason_and_verdicts() {
     let (engine, _) = engine().await;
     let mut events = engine.subscribe();
-    let details = json!({"status": "validation_failed"});
+    let details = json!({"request": {"status": "validation_failed"}});
     let id = engine
         .reject(
             &send_email("s1"),
@@ -25,7 +26,8 @@ async fn a_rejected_call_is_recorded_with_its_reason_and_details() {
     let effect = engine.effect(&org(), id).await.unwrap();
     assert_eq!(effect.state, EffectState::Rejected);
     assert_eq!(effect.error.as_deref(), Some("blocked by policy"));
-    assert_eq!(effect.result, Some(details.clone()));
+    assert_eq!(effect.verdicts, Some(details.clone()));
+    assert_eq!(effect.result, None, "the tool never answered");
     assert_eq!(effect.seq, 0);
     assert!(effect.completed_at.is_some());
     let mut seen = Vec::new();
@@ -93,17 +95,25 @@ async fn nothing_is_recorded_in_a_closed_session() {
 }
 
 #[tokio::test]
-async fn a_failure_can_keep_details_and_identical_calls_still_get_only_the_error() {
+async fn a_failure_keeps_what_the_tool_answered_and_the_verdicts_apart() {
     let (engine, _) = engine().await;
     let id = must_execute(&engine, transfer("s1", 10)).await;
-    let details = json!({"_meta": {"io.undolog/interceptors": {"request": {"status": "success"}}}});
+    let details = json!({"content": [{"type": "text", "text": "no"}], "isError": true});
+    let verdicts = json!({"request": {"status": "success"}});
     engine
-        .fail_with(&org(), id, "upstream timed out", Some(details.clone()))
+        .fail_with(
+            &org(),
+            id,
+            "upstream timed out",
+            Some(details.clone()),
+            Some(verdicts.clone()),
+        )
         .await
         .unwrap();
     let effect = engine.effect(&org(), id).await.unwrap();
     assert_eq!(effect.state, EffectState::Failed);
     assert_eq!(effect.result, Some(details.clone()));
+    assert_eq!(effect.verdicts, Some(verdicts));
     assert_eq!(
         engine.intercept(transfer("s1", 10)).await.unwrap(),
         Intercept::Failed {

@@ -176,7 +176,7 @@ async fn an_input_round_is_neither_done_nor_failed_and_is_never_replayed() {
     let first = must_execute(&engine, transfer("s1", 10)).await;
     let asked = json!({"resultType": "input_required", "inputRequests": {"pin": {}}});
     engine
-        .await_input(&org(), first, asked.clone())
+        .await_input(&org(), first, asked.clone(), None)
         .await
         .unwrap();
     let effect = engine.effect(&org(), first).await.unwrap();

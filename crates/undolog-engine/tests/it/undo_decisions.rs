@@ -37,6 +37,7 @@ fn record(state: EffectState, seq: i64) -> Effect {
         state,
         result: Some(json!("ok")),
         error: None,
+        verdicts: None,
         approval: None,
         lease: None,
         created_at: Timestamp(seq),

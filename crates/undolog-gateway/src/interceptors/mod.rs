@@ -21,7 +21,7 @@ use undolog_interceptors::{
     wire::METHOD_LIST,
 };
 
-pub(crate) use tool_call::{RequestVerdict, ResponseVerdict, context, recorded, rejection_details};
+pub(crate) use tool_call::{RequestVerdict, ResponseVerdict, context, verdicts};
 
 use remote::RemoteServer;
 

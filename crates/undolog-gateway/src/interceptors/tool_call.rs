@@ -1,8 +1,8 @@
 //! The chain on `tools/call`. The client's request is received by the gateway (validate, then
 //! mutate); what the upstream receives, what is signed and what is recorded are the arguments
 //! after mutation. The upstream's result goes through the response phase before the client sees
-//! it; the log keeps what the upstream answered, with every chain verdict beside it under
-//! `_meta["io.undolog/interceptors"]`.
+//! it; the log keeps what the upstream answered as the effect's result, and every chain verdict
+//! in the effect's own `verdicts` record.
 
 use rmcp::{
     ErrorData,
@@ -15,9 +15,6 @@ use undolog_interceptors::{
 use undolog_types::{Args, OrgId, SessionId};
 
 use super::Interceptors;
-
-/// Where the chain verdicts of a call are kept in its recorded result.
-pub(crate) const META_INTERCEPTORS: &str = "io.undolog/interceptors";
 
 const EVENT: &str = "tools/call";
 
@@ -134,8 +131,8 @@ impl Interceptors {
         result: &Value,
         context: &InvocationContext,
     ) -> ResponseVerdict {
-        let request = ChainRequest::new(EVENT, Phase::Response, without_record(result))
-            .with_context(context.clone());
+        let request =
+            ChainRequest::new(EVENT, Phase::Response, result.clone()).with_context(context.clone());
         let Some(record) = self.run(request).await else {
             return ResponseVerdict::Pass {
                 result: result.clone(),
@@ -156,14 +153,13 @@ impl Interceptors {
     }
 }
 
-/// The result as the log keeps it: the upstream's, plus every chain verdict under
-/// `_meta["io.undolog/interceptors"]` (`{request?, response?}`) when a chain ran. A verdict's
-/// `finalPayload` is left out: it is the call's arguments or this result, recorded already.
-pub(crate) fn recorded(
-    result: Value,
+/// What the chains decided about a call, as the log keeps it beside the result
+/// (`{request?, response?}`), when a chain ran. A verdict's `finalPayload` is left out: it is the
+/// call's arguments or its result, recorded already.
+pub(crate) fn verdicts(
     request: Option<&ChainExecutionResult>,
     response: Option<&ChainExecutionResult>,
-) -> Value {
+) -> Option<Value> {
     let verdict = |r: &ChainExecutionResult| {
         let mut v = json!(r);
         if let Some(map) = v.as_object_mut() {
@@ -178,42 +174,7 @@ pub(crate) fn recorded(
     if let Some(r) = response {
         verdicts.insert("response".into(), verdict(r));
     }
-    if verdicts.is_empty() {
-        return result;
-    }
-    let Value::Object(mut map) = result else {
-        return result;
-    };
-    let meta = map
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(meta) = meta {
-        meta.insert(META_INTERCEPTORS.into(), Value::Object(verdicts));
-    }
-    Value::Object(map)
-}
-
-/// A recorded result without the verdicts the gateway added (what the upstream answered).
-fn without_record(result: &Value) -> Value {
-    let mut result = result.clone();
-    if let Some(map) = result.as_object_mut() {
-        let emptied = match map.get_mut("_meta").and_then(Value::as_object_mut) {
-            Some(meta) => {
-                meta.remove(META_INTERCEPTORS);
-                meta.is_empty()
-            }
-            None => false,
-        };
-        if emptied {
-            map.remove("_meta");
-        }
-    }
-    result
-}
-
-/// The rejected effect's details: `{"_meta": {"io.undolog/interceptors": {"request": …}}}`.
-pub(crate) fn rejection_details(record: Value) -> Value {
-    json!({"_meta": {META_INTERCEPTORS: {"request": record}}})
+    (!verdicts.is_empty()).then_some(Value::Object(verdicts))
 }
 
 #[cfg(test)]
@@ -246,9 +207,8 @@ mod tests {
     }
 
     #[test]
-    fn verdicts_are_added_to_the_recorded_result_and_removed_for_the_response_phase() {
-        let upstream = json!({"content": [], "isError": false});
-        assert_eq!(recorded(upstream.clone(), None, None), upstream);
+    fn verdicts_are_kept_apart_without_their_final_payload() {
+        assert_eq!(verdicts(None, None), None, "no chain ran: nothing to keep");
         let chain = ChainExecutionResult {
             status: undolog_interceptors::ChainStatus::Success,
             event: EVENT.into(),
@@ -260,17 +220,11 @@ mod tests {
             aborted_at: None,
             total_duration_ms: 0,
         };
-        let kept = recorded(upstream.clone(), Some(&chain), None);
-        assert_eq!(
-            kept["_meta"][META_INTERCEPTORS]["request"]["status"],
-            "success"
-        );
-        assert!(kept["_meta"][META_INTERCEPTORS].get("response").is_none());
-        assert!(
-            kept["_meta"][META_INTERCEPTORS]["request"]
-                .get("finalPayload")
-                .is_none()
-        );
-        assert_eq!(without_record(&kept), upstream);
+        let kept = verdicts(Some(&chain), None).expect("a chain ran");
+        assert_eq!(kept["request"]["status"], "success");
+        assert!(kept.get("response").is_none());
+        assert!(kept["request"].get("finalPayload").is_none());
+        let both = verdicts(Some(&chain), Some(&chain)).unwrap();
+        assert_eq!(both["response"]["status"], "success");
     }
 }

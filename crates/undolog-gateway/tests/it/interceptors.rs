@@ -85,9 +85,16 @@ fn transfer(to: &str, amount: Value) -> Value {
     json!({"from_account": "alice", "to_account": to, "amount": amount})
 }
 
-/// The chain verdicts the log keeps with an effect.
+/// The chain verdicts the log keeps with an effect, in their own record: never in what the tool
+/// answered.
 fn verdicts(effect: &Effect) -> &Value {
-    &effect.result.as_ref().expect("a recorded result")["_meta"]["io.undolog/interceptors"]
+    if let Some(result) = &effect.result {
+        assert!(
+            result["_meta"].get("io.undolog/interceptors").is_none(),
+            "verdicts stay out of the tool's result: {result}"
+        );
+    }
+    effect.verdicts.as_ref().expect("recorded verdicts")
 }
 
 fn entry<'a>(verdict: &'a Value, interceptor: &str) -> &'a Value {

@@ -16,6 +16,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("0002_api_keys.sql")),
     (3, include_str!("0003_expect_rows.sql")),
     (4, include_str!("0004_roles_and_claims.sql")),
+    (5, include_str!("0005_verdicts.sql")),
 ];
 
 /// The newest version in [`MIGRATIONS`].

@@ -378,13 +378,14 @@ impl Tx for PostgresTx {
             .map(serde_json::to_string)
             .transpose()?;
         let result = e.result.as_ref().map(serde_json::to_string).transpose()?;
+        let verdicts = e.verdicts.as_ref().map(serde_json::to_string).transpose()?;
         let approval = e.approval.map(|a| a.to_string());
         let sql = self.sql(
             "INSERT INTO effects (org, id, session, seq, tool, args, step, signature, idempotency_key, \
              tier, compensation, state, result, error, approval, lease_holder, lease_expires_at, \
-             created_at, updated_at, completed_at, resolved_by) \
+             created_at, updated_at, completed_at, resolved_by, verdicts) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, $21)",
+             $18, $19, $20, $21, $22)",
             &[
                 id.as_str().into(),
                 e.session.as_str().into(),
@@ -406,6 +407,7 @@ impl Tx for PostgresTx {
                 e.updated_at.as_millis().into(),
                 e.completed_at.map(Timestamp::as_millis).into(),
                 e.resolved_by.as_deref().into(),
+                verdicts.as_deref().into(),
             ],
         )?;
         self.queue(sql, OnError::Exists(format!("effect {id}")));
@@ -415,11 +417,12 @@ impl Tx for PostgresTx {
     async fn update_effect(&mut self, e: &Effect) -> Result<()> {
         let id = e.id.to_string();
         let result = e.result.as_ref().map(serde_json::to_string).transpose()?;
+        let verdicts = e.verdicts.as_ref().map(serde_json::to_string).transpose()?;
         let approval = e.approval.map(|a| a.to_string());
         let sql = self.sql(
             "UPDATE effects SET state = $3, result = $4, error = $5, approval = $6, \
              lease_holder = $7, lease_expires_at = $8, updated_at = $9, completed_at = $10, \
-             resolved_by = $11 WHERE org = $1 AND id = $2",
+             resolved_by = $11, verdicts = $12 WHERE org = $1 AND id = $2",
             &[
                 id.as_str().into(),
                 e.state.as_str().into(),
@@ -431,6 +434,7 @@ impl Tx for PostgresTx {
                 e.updated_at.as_millis().into(),
                 e.completed_at.map(Timestamp::as_millis).into(),
                 e.resolved_by.as_deref().into(),
+                verdicts.as_deref().into(),
             ],
         )?;
         self.queue_update(sql, "effect", id)

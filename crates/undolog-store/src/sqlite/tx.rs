@@ -128,8 +128,8 @@ impl Tx for SqliteTx {
         let result = sqlx::query(
             "INSERT INTO effects (id, org, session, seq, tool, args, step, signature, idempotency_key, \
              tier, compensation, state, result, error, approval, lease_holder, lease_expires_at, \
-             created_at, updated_at, completed_at, resolved_by) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             created_at, updated_at, completed_at, resolved_by, verdicts) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(e.id.to_string())
         .bind(self.org.as_str())
@@ -152,6 +152,7 @@ impl Tx for SqliteTx {
         .bind(e.updated_at.as_millis())
         .bind(e.completed_at.map(Timestamp::as_millis))
         .bind(&e.resolved_by)
+        .bind(e.verdicts.as_ref().map(serde_json::to_string).transpose()?)
         .execute(&mut *self.tx)
         .await;
         match result {
@@ -166,7 +167,7 @@ impl Tx for SqliteTx {
     async fn update_effect(&mut self, e: &Effect) -> Result<()> {
         let done = sqlx::query(
             "UPDATE effects SET state = ?, result = ?, error = ?, approval = ?, lease_holder = ?, \
-             lease_expires_at = ?, updated_at = ?, completed_at = ?, resolved_by = ? \
+             lease_expires_at = ?, updated_at = ?, completed_at = ?, resolved_by = ?, verdicts = ? \
              WHERE org = ? AND id = ?",
         )
         .bind(e.state.as_str())
@@ -178,6 +179,7 @@ impl Tx for SqliteTx {
         .bind(e.updated_at.as_millis())
         .bind(e.completed_at.map(Timestamp::as_millis))
         .bind(&e.resolved_by)
+        .bind(e.verdicts.as_ref().map(serde_json::to_string).transpose()?)
         .bind(self.org.as_str())
         .bind(e.id.to_string())
         .execute(&mut *self.tx)

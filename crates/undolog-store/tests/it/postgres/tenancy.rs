@@ -48,6 +48,7 @@ async fn seed(store: &PostgresStore, org: &str) -> (Effect, Approval) {
         state: EffectState::AwaitingApproval,
         result: None,
         error: None,
+        verdicts: None,
         approval: None,
         lease: None,
         created_at: Timestamp(1),
