@@ -144,6 +144,16 @@ pub(crate) enum Outcome {
         approval_id: ApprovalId,
         expires_at: Timestamp,
     },
+    /// The upstream made the call a task of its own (the tasks extension): the client gets a
+    /// task of the gateway's that follows it. Never answered as it is.
+    UpstreamTask {
+        effect_id: EffectId,
+        upstream: usize,
+        /// The upstream's task id.
+        task_id: String,
+        /// How often the upstream asks to be polled.
+        poll: Duration,
+    },
     /// The tool may or may not have run: its answer was lost after the call was sent (now), or
     /// an identical call's was (`replayed`). An operator resolves it; it is never run again on
     /// a guess.
@@ -263,7 +273,18 @@ impl Gateway {
                         context: &context,
                         request_record: request_record.as_ref(),
                     };
-                    return self.execute(&call, run, caller).await;
+                    let outcome = self.execute(&call, run, caller).await?;
+                    if let Outcome::UpstreamTask { .. } = &outcome
+                        && !caller.in_task
+                    {
+                        // The client declared tasks (the upstream would not make one otherwise):
+                        // it gets the gateway's task, which follows the upstream's.
+                        let start = Start::Following(Box::new(outcome));
+                        return self
+                            .start_task(effect_id, call, caller, start, Duration::ZERO)
+                            .await;
+                    }
+                    return Ok(outcome);
                 }
                 Intercept::Replay { effect_id, result } => {
                     // The recorded answer goes through the response phase like a fresh one.
@@ -451,12 +472,14 @@ impl Gateway {
                 effect_id,
                 result: serde_json::to_value(&asked).unwrap_or(Value::Null),
             },
-            Ok(ServerResult::CreateTaskResult(_)) => failed(
-                "the upstream turned the call into a task; the gateway does not record task-based \
-                 tool calls yet"
-                    .into(),
-                None,
-            ),
+            // Recorded when the upstream's task ends; the effect stays pending (its lease renewed)
+            // while the gateway follows it.
+            Ok(ServerResult::CreateTaskResult(created)) => Outcome::UpstreamTask {
+                effect_id,
+                upstream,
+                task_id: created.task.task_id,
+                poll: Duration::from_millis(created.task.poll_interval_ms.unwrap_or(1000)),
+            },
             Ok(_) => failed(
                 "the upstream answered in a form this gateway does not know".into(),
                 None,

@@ -162,7 +162,7 @@ pub(crate) fn to_mcp(outcome: &Outcome) -> CallToolResult {
             }
             CallToolResult::error(vec![ContentBlock::text(message.clone())])
         }
-        Outcome::Task { effect_id, .. } => {
+        Outcome::Task { effect_id, .. } | Outcome::UpstreamTask { effect_id, .. } => {
             meta.insert(META_EFFECT_ID.into(), json!(effect_id.to_string()));
             CallToolResult::success(vec![ContentBlock::text(format!(
                 "The call goes on as task {effect_id}; follow it with tasks/get."

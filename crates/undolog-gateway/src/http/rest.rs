@@ -90,7 +90,7 @@ fn respond(outcome: &Outcome) -> Response {
             )
         }
         // The REST surface never declares the tasks extension; a task is still answered.
-        Outcome::Task { effect_id, .. } => (
+        Outcome::Task { effect_id, .. } | Outcome::UpstreamTask { effect_id, .. } => (
             StatusCode::ACCEPTED,
             json!({"outcome": "task", "task_id": effect_id.to_string(), "effect_id": effect_id.to_string()}),
         ),

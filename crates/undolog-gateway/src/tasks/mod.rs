@@ -10,6 +10,7 @@
 //! `tasks/cancel` cancels the upstream request of a running call, and withdraws the approval
 //! request of a call still waiting for a person (nobody is asked any more).
 
+mod follow;
 mod view;
 
 use std::{
@@ -131,6 +132,9 @@ pub(crate) enum Start {
     Approval(ApprovalId),
     /// The engine let the call run: it runs upstream now.
     Running(Box<OwnedRun>),
+    /// The call ran upstream, and the upstream made it a task of its own
+    /// ([`Outcome::UpstreamTask`]): the gateway's task follows it.
+    Following(Box<Outcome>),
 }
 
 impl Gateway {
@@ -155,7 +159,7 @@ impl Gateway {
             state: Mutex::new(RunState::Working {
                 message: match &start {
                     Start::Approval(approval) => Some(awaiting(*approval)),
-                    Start::Running(_) => None,
+                    Start::Running(_) | Start::Following(_) => None,
                 },
                 updated_at: now,
             }),
@@ -229,14 +233,40 @@ impl Gateway {
                 self.execute_owned(&call, &run_upstream, &caller).await,
                 None,
             ),
+            Start::Following(outcome) => (Ok(*outcome), None),
         };
         if let Some(answer) = run.take_answer() {
-            // Answered within the window: the client has it; there is no task to follow.
-            self.tasks.forget(effect_id);
-            let _ = answer.send(outcome);
-            return;
+            if !matches!(outcome, Ok(Outcome::UpstreamTask { .. })) {
+                // Answered within the window: the client has it; there is no task to follow.
+                self.tasks.forget(effect_id);
+                let _ = answer.send(outcome);
+                return;
+            }
+            // The upstream made it a task: the client gets the gateway's at once.
+            let _ = answer.send(Ok(Outcome::Task {
+                effect_id,
+                created_at: run.created_at,
+                ttl: self.task_ttl(),
+            }));
         }
         loop {
+            outcome = match outcome {
+                Ok(Outcome::UpstreamTask {
+                    effect_id,
+                    upstream,
+                    task_id,
+                    poll,
+                }) => {
+                    let task = follow::UpstreamTask {
+                        effect_id,
+                        upstream,
+                        task_id,
+                        poll,
+                    };
+                    self.follow(&run, &call, &caller, task).await
+                }
+                other => other,
+            };
             let completed = matches!(outcome, Ok(Outcome::Executed { .. }));
             if run.cancel.is_cancelled() && !completed {
                 if let Some(approval) = approval

@@ -31,3 +31,4 @@ mod subscriptions;
 mod tasks;
 mod undo_once;
 mod undo_steps;
+mod upstream_tasks;
