@@ -17,7 +17,7 @@ use rmcp::{
         ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
         SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
     },
-    service::{RequestContext, SubscriptionContext},
+    service::{NotificationContext, RequestContext, SubscriptionContext},
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -301,6 +301,11 @@ impl ServerHandler for McpFront {
             return Err(error);
         }
         Ok(results::to_mcp_response(&outcome))
+    }
+
+    /// A 2025-11-25 session hears of every upstream's list changes from now on.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.gateway.upstreams.listeners.add_session(context.peer);
     }
 
     async fn get_task(

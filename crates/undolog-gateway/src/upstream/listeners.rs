@@ -16,6 +16,7 @@ use std::{
 };
 
 use rmcp::{
+    Peer, RoleServer,
     model::{
         NotificationNoParam, ResourceUpdatedNotification, ResourceUpdatedNotificationParam,
         ServerNotification, SubscriptionFilter,
@@ -72,11 +73,13 @@ impl Change {
 /// Tells one client listen stream from the others.
 pub(crate) type ListenerId = u64;
 
-/// Every client listen stream open on this gateway.
+/// Every client listen stream open on this gateway, and every 2025-11-25 session (which hears
+/// of list changes on its own stream).
 #[derive(Debug, Default)]
 pub(crate) struct Listeners {
     next: AtomicU64,
     streams: Mutex<Vec<(ListenerId, SubscriptionSink)>>,
+    sessions: Mutex<Vec<Peer<RoleServer>>>,
 }
 
 impl Listeners {
@@ -91,10 +94,30 @@ impl Listeners {
         self.lock().retain(|(other, _)| *other != id);
     }
 
-    /// Sends `change` to every stream whose filter takes it.
+    /// Adds a 2025-11-25 session (once it is initialized); it is dropped once it is closed.
+    pub(crate) fn add_session(&self, peer: Peer<RoleServer>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.retain(|p| !p.is_transport_closed());
+        sessions.push(peer);
+    }
+
+    /// Sends `change` to every stream whose filter takes it, and a list change to every
+    /// session too (a session's resource updates go to it as a subscriber, not from here).
     pub(crate) async fn broadcast(&self, change: &Change) {
         let streams: Vec<(ListenerId, SubscriptionSink)> = self.lock().clone();
         let notification = change.notification();
+        if !matches!(change, Change::Resource(_)) {
+            let sessions: Vec<Peer<RoleServer>> = {
+                let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                sessions.retain(|p| !p.is_transport_closed());
+                sessions.clone()
+            };
+            for peer in sessions {
+                if let Err(e) = peer.send_notification(notification.clone()).await {
+                    tracing::debug!(error = %e, "list change not delivered to a session");
+                }
+            }
+        }
         for (id, sink) in streams {
             match sink.send(notification.clone()).await {
                 Ok(()) | Err(SubscriptionSendError::NotificationNotAccepted(_)) => {}

@@ -187,3 +187,45 @@ async fn a_listen_stream_hears_of_upstream_list_changes_and_the_resources_it_nam
     );
     client.cancel().await.ok();
 }
+
+/// A 2025-11-25 client (rmcp's) that counts the tool-list changes it hears.
+#[derive(Clone, Default)]
+struct ListWatcher {
+    changes: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl rmcp::ClientHandler for ListWatcher {
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.changes.notify_one();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_hears_of_upstream_list_changes_on_its_own_stream() {
+    use rmcp::{
+        ServiceExt, model::CallToolRequestParams, transport::StreamableHttpClientTransport,
+    };
+    let upstream = Upstream::start().await;
+    let gw = TestGateway::start(&format!(
+        "default_tier = \"read_only\"\n\n[[upstreams]]\nname = \"conformance\"\nurl = {:?}\n",
+        upstream.url
+    ))
+    .await;
+    let watcher = ListWatcher::default();
+    let client = watcher
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(gw.mcp_url()))
+        .await
+        .expect("a 2025-11-25 session");
+    client
+        .call_tool(CallToolRequestParams::new("test_trigger_tool_change"))
+        .await
+        .expect("the hook runs");
+    tokio::time::timeout(Duration::from_secs(10), watcher.changes.notified())
+        .await
+        .expect("notifications/tools/list_changed within 10 s");
+    client.cancel().await.ok();
+}
