@@ -37,6 +37,40 @@ pub trait Store: Send + Sync + Debug {
     /// Marks a key revoked at `at` (a key revoked before keeps its time); the key as it is now,
     /// or `None` when no key has this id. For the operator, never for a request.
     async fn revoke_api_key(&self, id: &str, at: Timestamp) -> Result<Option<ApiKey>>;
+
+    /// Records that an executor (one gateway process) is alive, and ends the leases of those that
+    /// are not: see [`Beat`]. One transaction, outside any org: executors serve every org.
+    async fn beat(&self, beat: &Beat<'_>) -> Result<BeatReport>;
+}
+
+/// One heartbeat of an executor.
+///
+/// The executor's row says it was alive at `at`. Executors taken for dead now are those other than
+/// this one whose last beat is older than `stale_before`, and — when `starting` — every earlier
+/// executor of the same `name` (a restart: the process before this one is gone). A dead executor's
+/// leases on pending effects and its undo claims end at `at`, so its calls are in doubt at once and
+/// its undos may be taken over, instead of when their leases would have run out.
+#[derive(Debug, Clone)]
+pub struct Beat<'a> {
+    /// The executor id, unique per process (the lease holder of the effects it runs).
+    pub executor: &'a str,
+    /// Stable across restarts of the same gateway (its host and listen address).
+    pub name: &'a str,
+    pub at: Timestamp,
+    pub stale_before: Timestamp,
+    pub starting: bool,
+}
+
+/// What a [`Beat`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BeatReport {
+    /// The executors taken for dead by this beat.
+    pub dead: Vec<String>,
+    /// How many leases (on effects and undo claims) of dead executors this beat ended.
+    pub leases_ended: u64,
+    /// This executor had been taken for dead by another (it stopped beating for a while): the
+    /// calls it was running then are in doubt.
+    pub was_taken_for_dead: bool,
 }
 
 /// Which effect [`Tx::session_with_effect`] reads beside the session.

@@ -11,6 +11,7 @@
 pub mod conformance;
 mod contract;
 mod error;
+mod executors;
 mod notify;
 mod open;
 mod postgres;
@@ -18,7 +19,7 @@ mod records;
 mod rows;
 mod sqlite;
 
-pub use contract::{EffectLookup, Store, Tx};
+pub use contract::{Beat, BeatReport, EffectLookup, Store, Tx};
 pub use error::Error;
 pub use notify::{MAX_HINT_BYTES, Notifications};
 pub use open::{PoolSettings, StoreUrl, open, open_with};

@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("0003_expect_rows.sql")),
     (4, include_str!("0004_roles_and_claims.sql")),
     (5, include_str!("0005_verdicts.sql")),
+    (6, include_str!("0006_executors.sql")),
 ];
 
 /// The newest version in [`MIGRATIONS`].

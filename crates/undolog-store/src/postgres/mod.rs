@@ -12,6 +12,7 @@
 //! session never works on a stale copy. Migrations run at [`PostgresStore::open`] as the
 //! connecting user, one process at a time (see `migrate`).
 
+mod executors;
 mod keys;
 mod literal;
 mod migrate;
@@ -28,7 +29,7 @@ use sqlx::{
 };
 use undolog_types::{OrgId, Timestamp};
 
-use crate::{ApiKey, Error, Notifications, Result, Store, Tx};
+use crate::{ApiKey, Beat, BeatReport, Error, Notifications, Result, Store, Tx};
 
 /// Where the shared store is and how many connections it may hold.
 #[derive(Clone)]
@@ -240,6 +241,13 @@ impl Store for PostgresStore {
     async fn revoke_api_key(&self, id: &str, at: Timestamp) -> Result<Option<ApiKey>> {
         let mut conn = self.pool.acquire().await?;
         keys::revoke(&mut conn, id, at).await
+    }
+
+    async fn beat(&self, beat: &Beat<'_>) -> Result<BeatReport> {
+        let mut tx = self.pool.begin().await?;
+        let report = executors::beat(&mut tx, beat).await?;
+        tx.commit().await?;
+        Ok(report)
     }
 }
 

@@ -238,6 +238,12 @@ impl Drop for PostgresTx {
         if !self.open {
             return;
         }
+        if self.failed {
+            // A statement failed: whatever the server or the connection made of it, this
+            // connection is not reused (the pool opens a fresh one).
+            conn.close_on_drop();
+            return;
+        }
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {

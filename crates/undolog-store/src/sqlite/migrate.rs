@@ -10,6 +10,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("0002_api_keys.sql")),
     (3, include_str!("0003_roles_and_claims.sql")),
     (4, include_str!("0004_verdicts.sql")),
+    (5, include_str!("0005_executors.sql")),
 ];
 
 pub(super) async fn apply(pool: &SqlitePool) -> Result<()> {

@@ -4,6 +4,8 @@
 //! transactions never interleave, so [`crate::Tx::lock`] needs no lock of its own, and a
 //! read-then-write transaction can never fail on a stale snapshot.
 
+mod executors;
+mod immediate;
 mod keys;
 mod migrate;
 mod rows;
@@ -17,7 +19,7 @@ use sqlx::sqlite::{
 };
 use undolog_types::{OrgId, Timestamp};
 
-use crate::{ApiKey, Error, Result, Store, Tx};
+use crate::{ApiKey, Beat, BeatReport, Error, Result, Store, Tx};
 
 /// When SQLite syncs the write-ahead log to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -126,7 +128,7 @@ impl SqliteStore {
 #[async_trait]
 impl Store for SqliteStore {
     async fn begin(&self, org: &OrgId) -> Result<Box<dyn Tx>> {
-        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let tx = immediate::Immediate::begin(&self.pool).await?;
         Ok(Box::new(tx::SqliteTx::new(tx, org.clone())))
     }
 
@@ -152,5 +154,12 @@ impl Store for SqliteStore {
 
     async fn revoke_api_key(&self, id: &str, at: Timestamp) -> Result<Option<ApiKey>> {
         keys::revoke(&self.pool, id, at).await
+    }
+
+    async fn beat(&self, beat: &Beat<'_>) -> Result<BeatReport> {
+        let mut tx = immediate::Immediate::begin(&self.pool).await?;
+        let report = executors::beat(&mut tx, beat).await?;
+        tx.commit().await?;
+        Ok(report)
     }
 }

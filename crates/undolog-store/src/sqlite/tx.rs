@@ -1,23 +1,24 @@
 //! One `BEGIN IMMEDIATE` transaction, bound to one org.
 
 use async_trait::async_trait;
-use sqlx::{Sqlite, Transaction, sqlite::SqliteRow};
+use sqlx::sqlite::SqliteRow;
 use undolog_types::{
     ApprovalId, ApprovalState, EffectId, LockKey, OrgId, SessionId, Signature, Timestamp,
 };
 
+use super::immediate::Immediate;
 use crate::{
     Approval, Effect, Error, Result, Session, Snapshot, Tx,
     rows::{self, APPROVAL_COLUMNS, EFFECT_COLUMNS, SESSION_COLUMNS},
 };
 
 pub(super) struct SqliteTx {
-    tx: Transaction<'static, Sqlite>,
+    tx: Immediate,
     org: OrgId,
 }
 
 impl SqliteTx {
-    pub(super) fn new(tx: Transaction<'static, Sqlite>, org: OrgId) -> SqliteTx {
+    pub(super) fn new(tx: Immediate, org: OrgId) -> SqliteTx {
         SqliteTx { tx, org }
     }
 

@@ -1,6 +1,7 @@
 //! The store conformance suite on the embedded SQLite backend and on PostgreSQL, plus what only
 //! one backend does.
 
+mod full_disk;
 mod postgres;
 mod sqlite;
 

@@ -12,7 +12,7 @@ use std::{str::FromStr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use sqlx::{ConnectOptions, Connection, PgConnection, postgres::PgConnectOptions};
-use undolog_store::{ApiKey, PostgresOptions, PostgresStore, Result, Store, Tx};
+use undolog_store::{ApiKey, Beat, BeatReport, PostgresOptions, PostgresStore, Result, Store, Tx};
 use undolog_types::{OrgId, Timestamp};
 
 /// The server the tests create their databases on.
@@ -188,6 +188,10 @@ impl Store for TestStore {
 
     async fn revoke_api_key(&self, id: &str, at: Timestamp) -> Result<Option<ApiKey>> {
         self.store.revoke_api_key(id, at).await
+    }
+
+    async fn beat(&self, beat: &Beat<'_>) -> Result<BeatReport> {
+        self.store.beat(beat).await
     }
 }
 

@@ -310,6 +310,13 @@ async fn every_org_table_forces_row_level_security_and_is_not_owned_by_the_appli
     .fetch_all(&mut owner)
     .await
     .unwrap();
+    let app_may_touch_executors: bool = sqlx::query_scalar(
+        "SELECT has_table_privilege($1, 'executors', 'SELECT, INSERT, UPDATE, DELETE')",
+    )
+    .bind(PostgresStore::APP_ROLE)
+    .fetch_one(&mut owner)
+    .await
+    .unwrap();
     let mut with_org = Vec::new();
     for row in &tables {
         let name: String = row.get(0);
@@ -319,7 +326,13 @@ async fn every_org_table_forces_row_level_security_and_is_not_owned_by_the_appli
             PostgresStore::APP_ROLE,
             "{name} is owned by the application"
         );
-        if name != "schema_migrations" {
+        if name == "executors" {
+            // No org data; the application role may not touch it at all.
+            assert!(
+                !app_may_touch_executors,
+                "the application role may touch executors"
+            );
+        } else if name != "schema_migrations" {
             assert!(
                 row.get::<bool, _>(1) && row.get::<bool, _>(2),
                 "{name}: RLS not forced"
@@ -422,6 +435,34 @@ async fn an_owner_that_is_no_superuser_runs_the_store_under_the_same_policies() 
     for table in ORG_TABLES {
         assert_eq!(count(&mut owner, table).await, 0, "the owner reads {table}");
     }
+
+    // Except the pending effects of an executor it takes for dead, whose leases it ends.
+    let mut tx = store.begin(&OrgId::new("orgA").unwrap()).await.unwrap();
+    let mut running = tx.effect(effect.id).await.unwrap().unwrap();
+    running.state = EffectState::Pending;
+    running.lease = Some(undolog_store::Lease {
+        holder: "gw-old".into(),
+        expires_at: Timestamp(50_000),
+    });
+    tx.update_effect(&running).await.unwrap();
+    tx.commit().await.unwrap();
+    for (executor, at) in [("gw-old", 1_000), ("gw-new", 2_000)] {
+        let beat = undolog_store::Beat {
+            executor,
+            name: "host:8080",
+            at: Timestamp(at),
+            stale_before: Timestamp(0),
+            starting: true,
+        };
+        store.beat(&beat).await.unwrap();
+    }
+    let mut tx = store.begin(&OrgId::new("orgA").unwrap()).await.unwrap();
+    let lease = tx.effect(effect.id).await.unwrap().unwrap().lease.unwrap();
+    assert_eq!(
+        lease.expires_at,
+        Timestamp(2_000),
+        "the dead executor's lease ended"
+    );
 }
 
 /// Org names go into the transaction's first message as quoted text: names that look like SQL or

@@ -1,0 +1,85 @@
+//! The statements of [`crate::Store::beat`], the same text for both backends (`$n` parameters
+//! read the same in SQLite and PostgreSQL). Each backend runs them in order in one transaction.
+
+/// `$1` executor: whether another executor took this one for dead (a row with `dead_at`).
+pub(crate) const WAS_DEAD: &str = "SELECT dead_at IS NOT NULL FROM executors WHERE id = $1";
+
+/// `$1` executor, `$2` name, `$3` now: this executor is alive.
+pub(crate) const ALIVE: &str = "INSERT INTO executors (id, name, started_at, beat_at, dead_at) \
+     VALUES ($1, $2, $3, $3, NULL) \
+     ON CONFLICT (id) DO UPDATE SET beat_at = excluded.beat_at, dead_at = NULL";
+
+/// `$1` executor, `$2` now, `$3` stale before, `$4` starting, `$5` name: the executors now dead.
+pub(crate) const TAKE_FOR_DEAD: &str = "UPDATE executors SET dead_at = $2 \
+     WHERE dead_at IS NULL AND id <> $1 AND (beat_at < $3 OR ($4 AND name = $5)) RETURNING id";
+
+/// `$1` now: the leases of dead executors on pending effects end now.
+pub(crate) const END_LEASES: &str = "UPDATE effects SET lease_expires_at = $1 \
+     WHERE state = 'pending' AND lease_expires_at > $1 \
+     AND lease_holder IN (SELECT id FROM executors WHERE dead_at IS NOT NULL)";
+
+/// `$1` now: the undo claims of dead executors end now.
+pub(crate) const END_CLAIMS: &str = "UPDATE sessions SET undo_expires_at = $1 \
+     WHERE undo_expires_at > $1 \
+     AND undo_holder IN (SELECT id FROM executors WHERE dead_at IS NOT NULL)";
+
+/// `$1` forget before: executors dead for long enough are forgotten (their leases ended when they
+/// were taken for dead).
+pub(crate) const FORGET: &str = "DELETE FROM executors WHERE dead_at < $1";
+
+/// How long a dead executor's row is kept, in milliseconds: a week.
+pub(crate) const KEEP_DEAD_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+
+/// Defines `beat(conn, beat)` for one backend's connection type: the statements above in order.
+macro_rules! beat_on {
+    ($conn:ty) => {
+        pub(super) async fn beat(
+            conn: &mut $conn,
+            beat: &$crate::Beat<'_>,
+        ) -> $crate::Result<$crate::BeatReport> {
+            use sqlx::Row;
+            use $crate::executors as sql;
+            let at = beat.at.as_millis();
+            let was_dead: Option<bool> = sqlx::query_scalar(sql::WAS_DEAD)
+                .bind(beat.executor)
+                .fetch_optional(&mut *conn)
+                .await?;
+            sqlx::query(sql::ALIVE)
+                .bind(beat.executor)
+                .bind(beat.name)
+                .bind(at)
+                .execute(&mut *conn)
+                .await?;
+            let dead: Vec<String> = sqlx::query(sql::TAKE_FOR_DEAD)
+                .bind(beat.executor)
+                .bind(at)
+                .bind(beat.stale_before.as_millis())
+                .bind(beat.starting)
+                .bind(beat.name)
+                .fetch_all(&mut *conn)
+                .await?
+                .iter()
+                .map(|row| row.try_get(0))
+                .collect::<std::result::Result<_, _>>()?;
+            let mut leases_ended = 0;
+            if !dead.is_empty() || beat.starting {
+                for statement in [sql::END_LEASES, sql::END_CLAIMS] {
+                    let done = sqlx::query(statement).bind(at).execute(&mut *conn).await?;
+                    leases_ended += done.rows_affected();
+                }
+            }
+            if beat.starting {
+                sqlx::query(sql::FORGET)
+                    .bind(at - sql::KEEP_DEAD_MS)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            Ok($crate::BeatReport {
+                dead,
+                leases_ended,
+                was_taken_for_dead: was_dead == Some(true),
+            })
+        }
+    };
+}
+pub(crate) use beat_on;

@@ -1,0 +1,3 @@
+//! [`crate::Store::beat`] on SQLite.
+
+crate::executors::beat_on!(sqlx::SqliteConnection);
