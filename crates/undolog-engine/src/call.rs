@@ -1,5 +1,7 @@
 //! What a caller hands the engine: one tool call and the policy that governs its tool.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use undolog_store::Compensation;
 use undolog_types::{Args, CallIdentity, OrgId, SessionId, Signature, Tier};
@@ -54,6 +56,13 @@ pub struct Call {
     /// that this principal cannot decide it. Not part of the signature.
     pub caller: Option<String>,
     pub policy: ToolPolicy,
+    /// How long the caller may run the tool before it counts as gone, when it cannot renew the
+    /// lease as it runs (an SDK caller runs its tools out of the engine's sight); the engine's
+    /// `lease` otherwise.
+    pub lease: Option<Duration>,
+    /// How long this caller waits for an identical call in flight, at most the engine's
+    /// `wait_timeout` (a client that says how long it waits gets its answer before it gives up).
+    pub wait: Option<Duration>,
 }
 
 impl Call {
@@ -73,6 +82,8 @@ impl Call {
             idempotency_key: None,
             caller: None,
             policy,
+            lease: None,
+            wait: None,
         }
     }
 
@@ -85,6 +96,18 @@ impl Call {
     #[must_use]
     pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Call {
         self.idempotency_key = Some(key.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_lease(mut self, lease: Duration) -> Call {
+        self.lease = Some(lease);
+        self
+    }
+
+    #[must_use]
+    pub fn with_wait(mut self, wait: Duration) -> Call {
+        self.wait = Some(wait);
         self
     }
 

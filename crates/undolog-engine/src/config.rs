@@ -7,8 +7,16 @@ pub struct EngineConfig {
     pub executor_id: String,
     /// Largest accepted arguments, in bytes of canonical JSON.
     pub max_args_bytes: usize,
-    /// How long an executor may take to commit or fail an effect before it counts as gone.
+    /// How long an effect's lease lasts: the executor renews it while the tool runs
+    /// ([`crate::Engine::while_running`]), so a lease that runs out means the executor is gone.
     pub lease: Duration,
+    /// How long an undo's claim on its session lasts (renewed at every step). The claim of an
+    /// executor taken for dead ends at once.
+    pub undo_claim: Duration,
+    /// How often this executor records that it is alive ([`crate::Engine::start_executor`]).
+    pub heartbeat: Duration,
+    /// An executor silent this long is taken for dead: its leases end, its calls are in doubt.
+    pub executor_timeout: Duration,
     /// How long a request for approval stays open.
     pub approval_timeout: Duration,
     /// How long an identical call waits for the one in flight.
@@ -26,7 +34,10 @@ impl Default for EngineConfig {
         EngineConfig {
             executor_id: format!("undolog-{}", uuid::Uuid::now_v7()),
             max_args_bytes: 1024 * 1024,
-            lease: Duration::from_secs(300),
+            lease: Duration::from_secs(10),
+            undo_claim: Duration::from_secs(300),
+            heartbeat: Duration::from_secs(1),
+            executor_timeout: Duration::from_secs(5),
             approval_timeout: Duration::from_secs(24 * 60 * 60),
             wait_timeout: Duration::from_secs(60),
             poll_interval: Duration::from_millis(200),

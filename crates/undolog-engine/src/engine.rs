@@ -35,6 +35,8 @@ pub(crate) struct Inner {
     hints: Option<mpsc::UnboundedSender<Vec<Event>>>,
     /// Effect updates, for the task that commits them in batches; `None` without a runtime.
     updates: Option<mpsc::UnboundedSender<Update>>,
+    /// Whether the store took this executor's last heartbeat (see `executor`).
+    pub(crate) health: std::sync::Mutex<crate::Health>,
 }
 
 impl Engine {
@@ -65,6 +67,7 @@ impl Engine {
             config,
             changed: Notify::new(),
             events,
+            health: std::sync::Mutex::new(crate::Health::starting()),
         });
         if let Some(notifications) = &notifications {
             crate::hints::listen(Arc::downgrade(&inner), notifications, me);
@@ -85,8 +88,20 @@ impl Engine {
         self.inner.events.subscribe()
     }
 
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Inner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
     pub(crate) fn now(&self) -> Timestamp {
         self.inner.clock.now()
+    }
+
+    pub(crate) fn store(&self) -> &dyn Store {
+        &*self.inner.store
     }
 
     pub(crate) async fn begin(&self, org: &OrgId) -> Result<Box<dyn Tx>, Error> {
@@ -101,7 +116,10 @@ impl Engine {
             Some(key) => LockKey::of(format!("{}\0{key}", call.org).as_bytes()),
             None => call.signature().lock_key(),
         };
-        let deadline = Instant::now() + self.inner.config.wait_timeout;
+        let wait = call
+            .wait
+            .map_or(self.inner.config.wait_timeout, |w| w.min(self.inner.config.wait_timeout));
+        let deadline = Instant::now() + wait;
         loop {
             let mut changed = pin!(self.inner.changed.notified());
             changed.as_mut().enable(); // registered before we look, so no wake-up is missed
@@ -110,7 +128,10 @@ impl Engine {
                 Decision::Wait(effect) => effect,
             };
             if !self.pause(changed, deadline).await {
-                return Err(Error::StillRunning(effect));
+                return Err(Error::StillRunning {
+                    effect,
+                    waited: wait,
+                });
             }
         }
     }
@@ -173,7 +194,7 @@ impl Engine {
             now,
             lease: Lease {
                 holder: config.executor_id.clone(),
-                expires_at: now.plus(config.lease),
+                expires_at: now.plus(call.lease.unwrap_or(config.lease)),
             },
             approval_expires_at: now.plus(config.approval_timeout),
         };

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use undolog_types::{
     ApprovalId, ApprovalState, EffectId, EffectState, IllegalTransition, SessionId, SessionState,
 };
@@ -47,10 +49,10 @@ pub enum Error {
     #[error("approval {0} expired before the decision; the agent must ask again")]
     ApprovalExpired(ApprovalId),
     #[error(
-        "the identical call (effect {0}) is still running after the wait limit; retry later \
-         or raise the wait timeout"
+        "the identical call (effect {effect}) is still running after waiting {waited:?} for it; \
+         retry later (it is replayed once it ends), or raise `limits.identical_call_wait_secs`"
     )]
-    StillRunning(EffectId),
+    StillRunning { effect: EffectId, waited: Duration },
     #[error("still waiting for a decision on approval {0} after the wait limit")]
     ApprovalWaitTimedOut(ApprovalId),
     #[error(

@@ -75,7 +75,7 @@ impl Engine {
         let mut steps = Vec::with_capacity(plan.steps.len());
         loop {
             let (tx, view) = self.undo_view(org, id).await?;
-            let claim_until = view.now.plus(self.config().lease);
+            let claim_until = view.now.plus(self.config().undo_claim);
             let effect = match core::next_step(view, &holder, claim_until)? {
                 UndoNext::Done { writes } => {
                     self.commit_writes(tx, &writes).await?;
@@ -157,7 +157,7 @@ impl Engine {
         let (tx, view) = self.undo_view(org, id).await?;
         let claim = Lease {
             holder: holder.to_owned(),
-            expires_at: view.now.plus(self.config().lease),
+            expires_at: view.now.plus(self.config().undo_claim),
         };
         match core::start_undo(view, claim)? {
             UndoStart::Run { plan, writes } => {

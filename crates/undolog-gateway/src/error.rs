@@ -105,7 +105,7 @@ impl Error {
                 | E::NotUndoing { .. }
                 | E::OutOfOrder { .. }
                 | E::IllegalTransition(_)
-                | E::StillRunning(_) => StatusCode::CONFLICT,
+                | E::StillRunning { .. } => StatusCode::CONFLICT,
                 E::ApprovalWaitTimedOut(_) => StatusCode::ACCEPTED,
                 E::Store(_) | E::Stopped => StatusCode::SERVICE_UNAVAILABLE,
             },
@@ -119,6 +119,7 @@ impl Error {
                 Some(*effect_id)
             }
             Error::Intercepted { effect_id, .. } => *effect_id,
+            Error::Engine(EngineError::StillRunning { effect, .. }) => Some(*effect),
             _ => None,
         }
     }
@@ -152,7 +153,7 @@ impl Error {
                 E::AlreadyDecided { .. } => "already_decided",
                 E::OwnCall { .. } => "own_call",
                 E::ApprovalExpired(_) => "approval_expired",
-                E::StillRunning(_) => "still_running",
+                E::StillRunning { .. } => "still_running",
                 E::ApprovalWaitTimedOut(_) => "still_waiting_for_approval",
                 E::NotInDoubt(_) => "not_in_doubt",
                 E::SessionBusy { .. } => "session_busy",

@@ -732,10 +732,17 @@ pub async fn a_dead_executors_leases_and_claims_end_when_it_is_taken_for_dead(
     let mut tx = store.begin(&org("acme")).await.unwrap();
     let mut undoing = session("acme", "s3");
     undoing.undo_claim = Some(Lease {
-        holder: "gw-a".into(),
+        holder: "gw-a/undo-1".into(),
         expires_at: Timestamp(50_000),
     });
     tx.put_session(&undoing).await.unwrap();
+    // An SDK caller's step-by-step undo is that caller's: it keeps its claim.
+    let mut stepping = session("acme", "s4");
+    stepping.undo_claim = Some(Lease {
+        holder: "gw-a/steps-1".into(),
+        expires_at: Timestamp(50_000),
+    });
+    tx.put_session(&stepping).await.unwrap();
     tx.commit().await.unwrap();
 
     let first = beat(&*store, "gw-a", "host:8080", 1_000, 0, true).await;

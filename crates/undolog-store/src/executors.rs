@@ -18,10 +18,11 @@ pub(crate) const END_LEASES: &str = "UPDATE effects SET lease_expires_at = $1 \
      WHERE state = 'pending' AND lease_expires_at > $1 \
      AND lease_holder IN (SELECT id FROM executors WHERE dead_at IS NOT NULL)";
 
-/// `$1` now: the undo claims of dead executors end now.
+/// `$1` now: the claims of undos that dead executors ran (held as `EXECUTOR/undo-…`) end now.
+/// Step-by-step undos run by an SDK caller are that caller's, and keep their claims.
 pub(crate) const END_CLAIMS: &str = "UPDATE sessions SET undo_expires_at = $1 \
-     WHERE undo_expires_at > $1 \
-     AND undo_holder IN (SELECT id FROM executors WHERE dead_at IS NOT NULL)";
+     WHERE undo_expires_at > $1 AND EXISTS (SELECT 1 FROM executors x WHERE x.dead_at IS NOT NULL \
+     AND substr(sessions.undo_holder, 1, length(x.id) + 6) = x.id || '/undo-')";
 
 /// `$1` forget before: executors dead for long enough are forgotten (their leases ended when they
 /// were taken for dead).

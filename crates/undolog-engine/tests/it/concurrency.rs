@@ -99,7 +99,7 @@ async fn a_waiter_gives_up_with_a_clear_error_when_the_call_runs_too_long() {
     let running = must_execute(&engine, transfer("s1", 10)).await;
     let err = engine.intercept(transfer("s1", 10)).await.unwrap_err();
     assert!(
-        matches!(err, Error::StillRunning(id) if id == running),
+        matches!(err, Error::StillRunning { effect, .. } if effect == running),
         "{err:?}"
     );
     assert!(err.to_string().contains("retry later"));

@@ -3,6 +3,7 @@
 mod approvals;
 mod bad_input;
 mod concurrency;
+mod executors;
 mod group_commit;
 mod in_doubt;
 mod properties;

@@ -79,7 +79,7 @@ fn expected(err: &Error) -> bool {
         Error::NotPending { .. }
             | Error::AlreadyDecided { .. }
             | Error::ApprovalExpired(_)
-            | Error::StillRunning(_)
+            | Error::StillRunning { .. }
             | Error::KeyReused { .. }
             | Error::SessionBusy { .. }
             | Error::NothingToUndo { .. }

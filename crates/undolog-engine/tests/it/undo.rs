@@ -287,7 +287,7 @@ async fn a_step_cut_off_mid_compensation_is_kept_for_a_person_not_run_again() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::UndoRunning { .. }), "{err:?}");
-    clock.advance(engine.config().lease + std::time::Duration::from_secs(1));
+    clock.advance(engine.config().undo_claim + std::time::Duration::from_secs(1));
     let err = engine
         .undo(&org(), &session("s1"), &ledger)
         .await

@@ -221,7 +221,7 @@ async fn one_caller_undo_at_a_time_until_its_claim_runs_out() {
         .unwrap();
 
     // The first caller went quiet: once its claim runs out, another takes over where it stopped.
-    clock.advance(engine.config().lease + std::time::Duration::from_secs(1));
+    clock.advance(engine.config().undo_claim + std::time::Duration::from_secs(1));
     let second = engine.begin_undo(&org(), &session("s1")).await.unwrap();
     assert_ne!(second.claim, first.claim);
     let ids: Vec<_> = second.steps.iter().map(|s| s.effect_id).collect();

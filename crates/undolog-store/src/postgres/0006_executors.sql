@@ -9,7 +9,7 @@
 --
 -- Ending a dead executor's leases crosses orgs. The owner still sees no org's rows, except
 -- exactly these: pending effects whose lease holder is dead, and sessions whose undo claim is
--- held by a dead executor. Those it may read and update, and nothing else.
+-- held by an undo a dead executor ran (`EXECUTOR/undo-…`). Those it may read and update, and nothing else.
 
 CREATE TABLE executors (
     id         TEXT   PRIMARY KEY,
@@ -30,6 +30,8 @@ CREATE POLICY owner_ends_dead_leases ON effects FOR SELECT TO CURRENT_USER
 CREATE POLICY owner_ends_dead_leases_update ON effects FOR UPDATE TO CURRENT_USER
     USING (state = 'pending' AND lease_holder IN (SELECT id FROM executors WHERE dead_at IS NOT NULL));
 CREATE POLICY owner_ends_dead_claims ON sessions FOR SELECT TO CURRENT_USER
-    USING (undo_holder IN (SELECT id FROM executors WHERE dead_at IS NOT NULL));
+    USING (EXISTS (SELECT 1 FROM executors x WHERE x.dead_at IS NOT NULL
+                   AND substr(undo_holder, 1, length(x.id) + 6) = x.id || '/undo-'));
 CREATE POLICY owner_ends_dead_claims_update ON sessions FOR UPDATE TO CURRENT_USER
-    USING (undo_holder IN (SELECT id FROM executors WHERE dead_at IS NOT NULL));
+    USING (EXISTS (SELECT 1 FROM executors x WHERE x.dead_at IS NOT NULL
+                   AND substr(undo_holder, 1, length(x.id) + 6) = x.id || '/undo-'));
