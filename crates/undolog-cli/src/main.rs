@@ -61,6 +61,7 @@ async fn main() -> anyhow::Result<()> {
         .with_env_filter(log_filter())
         .with_writer(std::io::stderr)
         .init();
+    undolog_engine::crash_points::from_env(); // nothing unless the fault suite built it in
     match Cli::parse().command {
         Command::Serve(args) => commands::serve::serve(args).await,
         Command::Stdio(source) => commands::serve::stdio(source).await,

@@ -135,6 +135,7 @@ impl Engine {
                 Ok(())
             })
             .collect();
+        crate::crash_points::crash_point("engine::group_commit");
         self.commit_writes(tx, &writes).await?;
         Ok(answers)
     }

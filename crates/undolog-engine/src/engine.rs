@@ -116,9 +116,9 @@ impl Engine {
             Some(key) => LockKey::of(format!("{}\0{key}", call.org).as_bytes()),
             None => call.signature().lock_key(),
         };
-        let wait = call
-            .wait
-            .map_or(self.inner.config.wait_timeout, |w| w.min(self.inner.config.wait_timeout));
+        let wait = call.wait.map_or(self.inner.config.wait_timeout, |w| {
+            w.min(self.inner.config.wait_timeout)
+        });
         let deadline = Instant::now() + wait;
         loop {
             let mut changed = pin!(self.inner.changed.notified());

@@ -85,7 +85,9 @@ impl Engine {
                     );
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "heartbeat not recorded: the store is unavailable"),
+            Err(e) => {
+                tracing::warn!(error = %e, "heartbeat not recorded: the store is unavailable")
+            }
         }
     }
 
@@ -101,7 +103,11 @@ impl Engine {
         };
         let result = self.store().beat(&beat).await;
         {
-            let mut health = self.inner().health.lock().expect("health is never poisoned");
+            let mut health = self
+                .inner()
+                .health
+                .lock()
+                .expect("health is never poisoned");
             match &result {
                 Ok(_) => {
                     *health = Health {
@@ -125,7 +131,11 @@ impl Engine {
 
     /// Whether the store took this executor's last heartbeat, and why not.
     pub fn health(&self) -> Health {
-        self.inner().health.lock().expect("health is never poisoned").clone()
+        self.inner()
+            .health
+            .lock()
+            .expect("health is never poisoned")
+            .clone()
     }
 
     /// Runs `work` (the tool of `effect`, which this executor was told to execute), renewing the

@@ -14,6 +14,7 @@ mod call;
 mod clock;
 mod config;
 pub mod core;
+pub mod crash_points;
 mod effect_updates;
 mod engine;
 mod error;

@@ -40,8 +40,15 @@ impl Gateway {
     ) -> Result<Arc<Gateway>, Error> {
         let engine_config = EngineConfig {
             approval_timeout: config.approvals.timeout,
-            // A tool may run as long as the upstream timeout; keep its lease well beyond that.
-            lease: (config.limits.upstream_timeout * 4).max(EngineConfig::default().lease),
+            // Renewed while the tool runs (Engine::while_running): it runs out only if we die.
+            lease: config.executor.lease,
+            heartbeat: config.executor.heartbeat,
+            executor_timeout: config.executor.dead_after,
+            wait_timeout: config.limits.identical_call_wait,
+            // A compensation may run as long as the upstream timeout; the claim is renewed at
+            // every step, and ends at once if this process is taken for dead.
+            undo_claim: (config.limits.upstream_timeout * 4)
+                .max(EngineConfig::default().undo_claim),
             ..EngineConfig::default()
         };
         let engine = Engine::new(store.clone(), engine_config);
@@ -104,6 +111,14 @@ pub async fn serve_http(
              listen on 127.0.0.1"
         )));
     }
+    // Restarted on the same address, this process takes the one before it for dead: whatever
+    // that one was running is in doubt now, not when its leases would have run out.
+    let name = match &gateway.config.executor.name {
+        Some(name) => name.clone(),
+        None if addr.port() == 0 => unique_executor_name(),
+        None => format!("{}:{addr}", host_name()),
+    };
+    gateway.start_executor(&name).await?;
     let cancel = tokio_util::sync::CancellationToken::new();
     let header_timeout = gateway.config.limits.header_timeout;
     let router = http::router(gateway, addr, cancel.clone());
@@ -118,6 +133,14 @@ pub async fn serve_http(
 
 /// Serves one MCP client on stdin/stdout (desktop clients spawn `undolog stdio`).
 pub async fn serve_stdio(gateway: Arc<Gateway>, principal: Principal) -> Result<(), Error> {
+    // One per client process: nothing to take over at start; it is taken for dead when silent.
+    let name = gateway
+        .config
+        .executor
+        .name
+        .clone()
+        .unwrap_or_else(unique_executor_name);
+    gateway.start_executor(&name).await?;
     let front = McpFront::stdio(gateway, principal);
     let running = front
         .serve(rmcp::transport::stdio())
@@ -128,4 +151,37 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, principal: Principal) -> Result<
         .await
         .map_err(|e| Error::Startup(format!("the stdio session ended abnormally: {e}")))?;
     Ok(())
+}
+
+impl Gateway {
+    /// Records this process as an executor named `name` and starts its heartbeat.
+    async fn start_executor(&self, name: &str) -> Result<(), Error> {
+        let report = self.engine.start_executor(name).await.map_err(|e| {
+            Error::Startup(format!(
+                "the store did not take this gateway's first heartbeat: {e}"
+            ))
+        })?;
+        tracing::info!(executor = %self.engine.config().executor_id, name, "executor started");
+        if report.leases_ended > 0 {
+            tracing::warn!(
+                calls = report.leases_ended,
+                "calls the previous gateway was running are in doubt: GET /v1/effects/in_doubt"
+            );
+        }
+        Ok(())
+    }
+}
+
+fn host_name() -> String {
+    whoami::hostname().unwrap_or_else(|_| "localhost".to_owned())
+}
+
+/// A name no restart will share: host, process id and executor-unique suffix.
+fn unique_executor_name() -> String {
+    format!(
+        "{}:pid{}:{}",
+        host_name(),
+        std::process::id(),
+        uuid::Uuid::now_v7()
+    )
 }

@@ -17,6 +17,8 @@ use undolog_types::{ApprovalId, ApprovalState, Args, EffectId, OrgId, SessionId,
 
 use undolog_interceptors::builtin::secrets::redact_value;
 
+use undolog_engine::crash_points;
+
 use crate::{
     Error, Gateway,
     config::{ApprovalMode, TaskSupport},
@@ -79,7 +81,17 @@ impl InputRound {
     }
 }
 
+/// The request `_meta` key in which a client says how long it waits for an answer, in ms: a
+/// call waiting for an identical one in flight answers "still running" before that.
+pub(crate) const WAIT_META: &str = "io.undolog/wait_ms";
+
 impl ToolCall {
+    /// How long the client said it waits (`_meta` [`WAIT_META`]), less a margin for the answer.
+    fn wait(&self) -> Option<Duration> {
+        let ms = self.meta.as_ref()?.get(WAIT_META)?.as_u64()?;
+        Some(Duration::from_millis(ms.saturating_sub(ms / 10)))
+    }
+
     /// The call as the engine sees it, in `session`, classified by `policy`.
     fn to_engine(&self, session: &SessionId, policy: undolog_engine::ToolPolicy) -> Call {
         let call = Call::new(
@@ -90,6 +102,10 @@ impl ToolCall {
             policy,
         )
         .with_caller(self.caller.clone());
+        let call = match self.wait() {
+            Some(wait) => call.with_wait(wait),
+            None => call,
+        };
         let call = match self.step {
             Some(step) => call.with_step(step),
             None => call,
@@ -202,9 +218,15 @@ impl Gateway {
             .upstreams
             .tool(caller.era, &call.tool)
             .await
-            .ok_or_else(|| Error::UnknownTool(call.tool.clone()))?;
+            .map_err(|unlisted| match unlisted.is_empty() {
+                true => Error::UnknownTool(call.tool.clone()),
+                false => Error::UpstreamUnavailable {
+                    tool: call.tool.clone(),
+                    upstreams: unlisted,
+                },
+            })?;
         let policy = self.classify(&call.tool, &route);
-        let read_only = policy.tier == Tier::ReadOnly;
+        let (read_only, idempotent) = (policy.tier == Tier::ReadOnly, policy.idempotent);
         let task_support = self.task_support(&call.tool);
         if task_support == TaskSupport::Required && !caller.tasks && !caller.in_task {
             return Err(Error::TasksRequired(call.tool.clone()));
@@ -250,6 +272,7 @@ impl Gateway {
                         upstream_name: route.name.clone(),
                         effect_id,
                         read_only,
+                        idempotent,
                         context: context.clone(),
                         request_record: request_record.clone(),
                     };
@@ -270,6 +293,7 @@ impl Gateway {
                         upstream_name: &route.name,
                         effect_id,
                         read_only,
+                        idempotent,
                         context: &context,
                         request_record: request_record.as_ref(),
                     };
@@ -416,6 +440,7 @@ impl Gateway {
             upstream_name,
             effect_id,
             read_only,
+            idempotent,
             context,
             request_record,
         } = run;
@@ -432,15 +457,28 @@ impl Gateway {
             .clone()
             .map(|requester| conn.relay.register(requester, params.meta.as_ref()));
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let answer = conn
-            .send(
+        let send = || {
+            let sent = conn.send(
                 caller.era,
                 &caller.cancel,
                 ticket.as_ref(),
-                request,
+                request.clone(),
                 caller.upstream_meta.clone(),
-            )
-            .await;
+            );
+            // The lease is renewed while the upstream works: it runs out only if this process dies.
+            self.engine.while_running(&call.org, effect_id, sent)
+        };
+        crash_points::crash_point("call::after_intent");
+        let mut answer = send().await;
+        if let Err(e) = &answer
+            && idempotent
+            && e.may_have_run()
+            && !matches!(e, UpstreamError::Cancelled)
+        {
+            // Running it twice is harmless, so a lost answer is asked for once more.
+            tracing::info!(%effect_id, error = %e, "answer lost; the idempotent call is sent once more");
+            answer = send().await;
+        }
         let failed = |error: String, result: Option<Value>| Outcome::Failed {
             effect_id,
             error,
@@ -498,6 +536,7 @@ impl Gateway {
             },
             Err(e) => failed(e.to_string(), None),
         };
+        crash_points::crash_point("call::before_commit");
         let verdicts = interceptors::verdicts(request_record, response_record.as_ref());
         let recorded = match &outcome {
             Outcome::Executed { result, .. } => {
@@ -548,6 +587,7 @@ impl Gateway {
             effect_id,
             reason: e.to_string(),
         })?;
+        crash_points::crash_point("call::before_reply");
         if let Some(error) = blocked {
             return Err(Error::Intercepted {
                 effect_id: Some(effect_id),
@@ -585,6 +625,7 @@ pub(crate) struct OwnedRun {
     pub(crate) upstream_name: String,
     pub(crate) effect_id: EffectId,
     pub(crate) read_only: bool,
+    pub(crate) idempotent: bool,
     pub(crate) context: undolog_interceptors::InvocationContext,
     pub(crate) request_record: Option<undolog_interceptors::ChainExecutionResult>,
 }
@@ -602,6 +643,7 @@ impl Gateway {
             upstream_name: &run.upstream_name,
             effect_id: run.effect_id,
             read_only: run.read_only,
+            idempotent: run.idempotent,
             context: &run.context,
             request_record: run.request_record.as_ref(),
         };
@@ -634,6 +676,8 @@ struct Run<'a> {
     effect_id: EffectId,
     /// A read-only call changes nothing: when its answer is lost it simply failed.
     read_only: bool,
+    /// Running it twice is harmless: a call whose answer was lost is sent once more.
+    idempotent: bool,
     context: &'a undolog_interceptors::InvocationContext,
     request_record: Option<&'a undolog_interceptors::ChainExecutionResult>,
 }

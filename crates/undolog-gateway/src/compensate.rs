@@ -61,7 +61,13 @@ impl Compensator for UpstreamCompensator<'_> {
             .upstreams
             .tool(Era::Session, tool)
             .await
-            .ok_or_else(|| format!("no upstream offers the compensating tool {tool:?}"))?;
+            .map_err(|unlisted| match unlisted.is_empty() {
+                true => format!("no upstream offers the compensating tool {tool:?}"),
+                false => format!(
+                    "the compensating tool {tool:?} is not known yet: upstream {} is unavailable",
+                    unlisted.join(", ")
+                ),
+            })?;
         if gateway.classify(tool, &route).needs_approval() {
             return Err(format!(
                 "the compensating tool {tool:?} waits for a person's approval (it is irreversible \

@@ -14,6 +14,15 @@ use undolog_engine::Error as EngineError;
 pub enum Error {
     #[error("no tool named {0:?}; list the tools to see what this gateway offers")]
     UnknownTool(String),
+    #[error(
+        "no tool named {tool:?} is known yet: upstream {} is unavailable and has not listed its \
+         tools; nothing was recorded or run, retry once it is up",
+        upstreams.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", ")
+    )]
+    UpstreamUnavailable {
+        tool: String,
+        upstreams: Vec<String>,
+    },
     #[error("{0}")]
     BadRequest(String),
     #[error("{0}")]
@@ -67,6 +76,7 @@ impl Error {
         use EngineError as E;
         match self {
             Error::UnknownTool(_) => StatusCode::NOT_FOUND,
+            Error::UpstreamUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -129,6 +139,7 @@ impl Error {
         use EngineError as E;
         match self {
             Error::UnknownTool(_) => "unknown_tool",
+            Error::UpstreamUnavailable { .. } => "upstream_unavailable",
             Error::BadRequest(_) => "bad_request",
             Error::Unprocessable(_) => "unprocessable",
             Error::RequestTimeout(_) => "body_too_slow",
@@ -205,13 +216,34 @@ impl Error {
             return error;
         }
         let message = self.public_message();
+        let data = self.fields();
         match self.status() {
             StatusCode::BAD_REQUEST
             | StatusCode::NOT_FOUND
             | StatusCode::PAYLOAD_TOO_LARGE
-            | StatusCode::UNPROCESSABLE_ENTITY => ErrorData::invalid_params(message, None),
-            _ => ErrorData::internal_error(message, None),
+            | StatusCode::UNPROCESSABLE_ENTITY => ErrorData::invalid_params(message, data),
+            _ => ErrorData::internal_error(message, data),
         }
+    }
+
+    /// The fields a body or a JSON-RPC error's `data` carries besides the message: the effect
+    /// (when one was recorded), whether the tool may have run without its outcome recorded
+    /// (`in_doubt`), and the upstreams that could not be reached.
+    fn fields(&self) -> Option<serde_json::Value> {
+        let mut fields = serde_json::Map::new();
+        if let Some(effect_id) = self.effect_id() {
+            fields.insert("effect_id".into(), json!(effect_id.to_string()));
+        }
+        match self {
+            Error::OutcomeNotRecorded { .. } => {
+                fields.insert("in_doubt".into(), json!(true));
+            }
+            Error::UpstreamUnavailable { upstreams, .. } => {
+                fields.insert("upstreams".into(), json!(upstreams));
+            }
+            _ => {}
+        }
+        (!fields.is_empty()).then_some(serde_json::Value::Object(fields))
     }
 }
 
@@ -219,8 +251,10 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
         let mut body = json!({ "error": self.public_message(), "code": self.code() });
-        if let Some(effect_id) = self.effect_id() {
-            body["effect_id"] = json!(effect_id.to_string());
+        if let Some(serde_json::Value::Object(fields)) = self.fields() {
+            body.as_object_mut()
+                .expect("a body is an object")
+                .extend(fields);
         }
         (status, Json(body)).into_response()
     }

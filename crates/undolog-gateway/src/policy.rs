@@ -66,8 +66,8 @@ impl Gateway {
             .tool(crate::upstream::Era::Session, tool)
             .await
         {
-            Some(route) => self.classify(tool, &route).needs_approval(),
-            None => true,
+            Ok(route) => self.classify(tool, &route).needs_approval(),
+            Err(_) => true,
         }
     }
 }

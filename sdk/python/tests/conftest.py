@@ -57,7 +57,7 @@ def start(binary: Path, store: str, log: Path) -> tuple[subprocess.Popen[bytes],
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and process.poll() is None:
             try:
-                if httpx.get(url + "/healthz", timeout=1).text == "ok":
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
                     return process, url
             except httpx.TransportError:
                 time.sleep(0.05)

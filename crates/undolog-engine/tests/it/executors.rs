@@ -94,7 +94,12 @@ async fn a_call_stranded_by_a_crash_is_in_doubt_as_soon_as_its_gateway_restarts_
             .into_iter()
             .map(|e| e.id)
             .collect();
-        assert_eq!(listed, vec![effect_id], "{}: listed for an operator", case.name);
+        assert_eq!(
+            listed,
+            vec![effect_id],
+            "{}: listed for an operator",
+            case.name
+        );
     }
 }
 
@@ -112,8 +117,12 @@ async fn a_short_lease_is_renewed_while_the_tool_runs_so_an_identical_call_waits
     let runner = {
         let gw = gw.clone();
         tokio::spawn(async move {
-            gw.while_running(&org(), effect_id, tokio::time::sleep(Duration::from_millis(1_500)))
-                .await;
+            gw.while_running(
+                &org(),
+                effect_id,
+                tokio::time::sleep(Duration::from_millis(1_500)),
+            )
+            .await;
             gw.commit(&org(), effect_id, serde_json::json!({"moved": 10}))
                 .await
                 .unwrap();

@@ -40,6 +40,7 @@ pub struct GatewayConfig {
     /// How long a principal's implicit run lasts without a call (clients that name no session).
     pub run_idle: Duration,
     pub limits: Limits,
+    pub executor: ExecutorSettings,
     pub http: HttpSettings,
     pub store_pool: undolog_store::PoolSettings,
     pub upstreams: Vec<UpstreamConfig>,
@@ -121,6 +122,22 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// How long a client may take to send a request's body before it is answered 408.
     pub body_timeout: Duration,
+    /// How long a call waits for an identical call in flight (a client may ask for less).
+    pub identical_call_wait: Duration,
+    /// How long an SDK caller may run a tool before its effect is in doubt.
+    pub sdk_lease: Duration,
+}
+
+/// This gateway process as an executor of calls.
+#[derive(Debug, Clone)]
+pub struct ExecutorSettings {
+    /// `None`: the host name and listen address (unique per process when the port is 0).
+    pub name: Option<String>,
+    /// A running call's lease, renewed every third of it while the tool runs.
+    pub lease: Duration,
+    pub heartbeat: Duration,
+    /// A gateway silent this long is taken for dead by the others on its store.
+    pub dead_after: Duration,
 }
 
 /// The `Host` and `Origin` headers every route accepts. `None`: the default for the listen

@@ -24,6 +24,8 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub(crate) http: RawHttp,
     #[serde(default)]
+    pub(crate) executor: RawExecutor,
+    #[serde(default)]
     pub(crate) store_pool: RawStorePool,
     #[serde(default)]
     pub(crate) upstreams: Vec<RawUpstream>,
@@ -89,6 +91,22 @@ pub(crate) struct RawLimits {
     pub(crate) upstream_timeout_secs: Option<u64>,
     pub(crate) header_timeout_secs: Option<u64>,
     pub(crate) body_timeout_secs: Option<u64>,
+    /// How long a call waits for an identical call in flight before it answers "still running".
+    pub(crate) identical_call_wait_secs: Option<u64>,
+    /// How long an SDK caller may run a tool before its effect is in doubt (it cannot renew).
+    pub(crate) sdk_lease_secs: Option<u64>,
+}
+
+/// This gateway process as an executor of calls: its name, heartbeat and lease.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExecutor {
+    /// Stable across restarts; a gateway that starts under the name of one that ran before takes
+    /// that one for dead. Default: host name and listen address.
+    pub(crate) name: Option<String>,
+    pub(crate) lease_ms: Option<u64>,
+    pub(crate) heartbeat_ms: Option<u64>,
+    pub(crate) dead_after_ms: Option<u64>,
 }
 
 /// Which `Host` and `Origin` headers every route accepts (DNS-rebinding and cross-site protection).

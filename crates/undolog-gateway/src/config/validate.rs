@@ -7,8 +7,8 @@ use undolog_store::{Compensation, StoreUrl};
 use undolog_types::Tier;
 
 use super::{
-    ApprovalMode, ApprovalSettings, Error, GatewayConfig, HttpSettings, Limits, RawConfig, Secret,
-    TaskSupport, ToolSettings, UpstreamConfig, UpstreamTransport,
+    ApprovalMode, ApprovalSettings, Error, ExecutorSettings, GatewayConfig, HttpSettings, Limits,
+    RawConfig, Secret, TaskSupport, ToolSettings, UpstreamConfig, UpstreamTransport,
     raw::{RawCompensation, RawTool, RawUpstream},
 };
 use crate::template::Template;
@@ -62,7 +62,18 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
             raw.limits.body_timeout_secs,
             30,
         )?),
+        identical_call_wait: Duration::from_secs(positive(
+            "limits.identical_call_wait_secs",
+            raw.limits.identical_call_wait_secs,
+            30,
+        )?),
+        sdk_lease: Duration::from_secs(positive(
+            "limits.sdk_lease_secs",
+            raw.limits.sdk_lease_secs,
+            300,
+        )?),
     };
+    let executor = executor(&raw.executor)?;
     let http = HttpSettings {
         allowed_hosts: allowed("http.allowed_hosts", raw.http.allowed_hosts, false)?,
         allowed_origins: allowed("http.allowed_origins", raw.http.allowed_origins, true)?,
@@ -137,6 +148,7 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         approvals,
         run_idle,
         limits,
+        executor,
         http,
         store_pool,
         upstreams,
@@ -205,6 +217,53 @@ fn positive<T: PartialOrd + Default + Copy>(
         Some(v) if v > T::default() => Ok(v),
         Some(_) => Err(Error::key(key, "must be greater than zero")),
     }
+}
+
+fn executor(raw: &super::raw::RawExecutor) -> Result<ExecutorSettings, Error> {
+    let ms = |key: &str, value: Option<u64>, default: u64| {
+        positive(key, value, default).map(Duration::from_millis)
+    };
+    let lease = ms("executor.lease_ms", raw.lease_ms, 10_000)?;
+    let heartbeat = ms("executor.heartbeat_ms", raw.heartbeat_ms, 1_000)?;
+    let dead_after = ms("executor.dead_after_ms", raw.dead_after_ms, 5_000)?;
+    if dead_after < heartbeat * 3 {
+        return Err(Error::key(
+            "executor.dead_after_ms",
+            format!(
+                "is {} ms, less than three heartbeats ({} ms): a live gateway would be taken for \
+                 dead; make it at least {} ms",
+                dead_after.as_millis(),
+                heartbeat.as_millis(),
+                (heartbeat * 3).as_millis()
+            ),
+        ));
+    }
+    if lease < heartbeat * 3 {
+        return Err(Error::key(
+            "executor.lease_ms",
+            format!(
+                "is {} ms, less than three heartbeats ({} ms); make it at least {} ms",
+                lease.as_millis(),
+                heartbeat.as_millis(),
+                (heartbeat * 3).as_millis()
+            ),
+        ));
+    }
+    let name = match &raw.name {
+        Some(name) if name.trim().is_empty() => {
+            return Err(Error::key(
+                "executor.name",
+                "is empty; leave it out for the default",
+            ));
+        }
+        name => name.clone(),
+    };
+    Ok(ExecutorSettings {
+        name,
+        lease,
+        heartbeat,
+        dead_after,
+    })
 }
 
 fn approvals(raw: &super::raw::RawApprovals) -> Result<ApprovalSettings, Error> {

@@ -9,6 +9,7 @@ mod body;
 mod dashboard;
 mod events;
 mod framing;
+mod health;
 mod mcp_sessions;
 mod origin_guard;
 mod parse_guard;
@@ -97,7 +98,7 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
         ));
     Router::new()
         .merge(authenticated)
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(health::healthz))
         .route("/v1/auth", get(auth::mode))
         .merge(dashboard::routes())
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))

@@ -49,8 +49,10 @@ pub(crate) async fn intercept(
         idempotent: body.idempotent,
         requires_approval: body.requires_approval,
     };
+    // The tool runs in the caller's process, which cannot renew the lease as the gateway does.
     let mut call = Call::new(principal.org.clone(), session, body.tool, args, policy)
-        .with_caller(principal.actor());
+        .with_caller(principal.actor())
+        .with_lease(gateway.config.limits.sdk_lease);
     if let Some(step) = body.step {
         call = call.with_step(step);
     }

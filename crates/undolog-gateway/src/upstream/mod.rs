@@ -39,6 +39,8 @@ pub(crate) struct Route<T> {
 
 #[derive(Debug)]
 struct Catalog {
+    /// The upstreams that have answered a tool list at least once; the others' tools are unknown.
+    listed: std::collections::BTreeSet<usize>,
     tools: BTreeMap<String, Route<Tool>>,
     prompts: BTreeMap<String, Route<Prompt>>,
     /// How long clients may cache each list, from what the upstreams said.
@@ -49,6 +51,7 @@ struct Catalog {
 impl Default for Catalog {
     fn default() -> Catalog {
         Catalog {
+            listed: std::collections::BTreeSet::new(),
             tools: BTreeMap::new(),
             prompts: BTreeMap::new(),
             tools_hint: CacheHint::UNKNOWN,
@@ -167,6 +170,9 @@ impl Upstreams {
         let mut catalog = Catalog::default();
         let (mut tools_hints, mut prompts_hints) = (Vec::new(), Vec::new());
         for (index, listed) in listed.into_iter().enumerate() {
+            if listed.tools.is_some() || old.listed.contains(&index) {
+                catalog.listed.insert(index);
+            }
             let (tools, hint) = listed
                 .tools
                 .unwrap_or_else(|| (kept(&old.tools, index), CacheHint::UNKNOWN));
@@ -249,19 +255,30 @@ impl Upstreams {
     }
 
     /// Finds a tool by its exposed name in `era`, listing the upstreams again once if it is
-    /// unknown.
-    pub(crate) async fn tool(&self, era: Era, exposed: &str) -> Option<Route<Tool>> {
+    /// unknown. Not found: the names of the upstreams that could offer it but have never listed
+    /// their tools (they were down from the start), empty when every upstream has listed.
+    pub(crate) async fn tool(&self, era: Era, exposed: &str) -> Result<Route<Tool>, Vec<String>> {
         if let Some(route) = self.catalogs.read().await.of(era).tools.get(exposed) {
-            return Some(route.clone());
+            return Ok(route.clone());
         }
         self.refresh().await;
-        self.catalogs
-            .read()
-            .await
-            .of(era)
-            .tools
-            .get(exposed)
-            .cloned()
+        let catalogs = self.catalogs.read().await;
+        let catalog = catalogs.of(era);
+        if let Some(route) = catalog.tools.get(exposed) {
+            return Ok(route.clone());
+        }
+        Err(self
+            .connections
+            .iter()
+            .enumerate()
+            .filter(|(index, conn)| {
+                let could_offer = conn.config.prefix.as_ref().is_none_or(|prefix| {
+                    exposed.starts_with(&format!("{prefix}{}", self.separator))
+                });
+                !catalog.listed.contains(index) && could_offer
+            })
+            .map(|(_, conn)| conn.name().to_owned())
+            .collect())
     }
 
     pub(crate) async fn prompt(&self, era: Era, exposed: &str) -> Option<Route<Prompt>> {

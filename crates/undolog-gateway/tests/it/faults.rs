@@ -122,13 +122,13 @@ tier = "read_only"
 
 /// The dropping fixture upstream (`dropping_server.py`): its `drop` tool runs, writes one line
 /// to `ledger`, and loses its answer.
-struct Dropping {
-    url: String,
+pub(crate) struct Dropping {
+    pub(crate) url: String,
     _child: tokio::process::Child,
 }
 
 impl Dropping {
-    async fn start(ledger: &std::path::Path) -> Dropping {
+    pub(crate) async fn start(ledger: &std::path::Path) -> Dropping {
         let mut child = crate::harness::spawn(
             tokio::process::Command::new("python3")
                 .arg(fixture("dropping_server.py"))

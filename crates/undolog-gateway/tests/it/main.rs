@@ -22,6 +22,7 @@ mod isolation;
 mod laundering;
 mod list_hints;
 mod postgres;
+mod recovery;
 mod rest_and_sdk;
 mod roles;
 mod runs;

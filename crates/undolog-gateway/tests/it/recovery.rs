@@ -1,0 +1,93 @@
+//! Answers that say what happened when parts are missing: an upstream down from the start, an
+//! idempotent call whose answer was lost, and the gateway's own readiness.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::{faults::Dropping, harness::TestGateway};
+
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port() // closed again when the listener drops here
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_down_from_the_start_answers_503_naming_it_never_404() {
+    let port = closed_port();
+    let gw = TestGateway::start(&format!(
+        "[[upstreams]]\nname = \"late\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n\
+         [tools.transfer]\ntier = \"compensable\"\n"
+    ))
+    .await;
+
+    let (status, body) = gw
+        .rest_call(None, "s1", "transfer", json!({"amount": 1}))
+        .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], "upstream_unavailable", "{body}");
+    assert_eq!(body["upstreams"], json!(["late"]), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("`late`"),
+        "names the upstream: {body}"
+    );
+
+    let (_, over_mcp) = gw
+        .rpc(
+            None,
+            "tools/call",
+            json!({"name": "transfer", "arguments": {"amount": 1}}),
+            json!({}),
+            Duration::from_secs(10),
+        )
+        .await;
+    let error = &over_mcp["error"];
+    assert_eq!(error["code"], -32603, "{over_mcp}");
+    assert_eq!(error["data"]["upstreams"], json!(["late"]), "{over_mcp}");
+    let sessions = gw.get("/v1/sessions").await;
+    assert_eq!(sessions, json!([]), "nothing was recorded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_call_whose_answer_was_lost_is_sent_once_more_then_in_doubt() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.jsonl");
+    let upstream = Dropping::start(&ledger).await;
+    let toml = |idempotent: bool| {
+        format!(
+            "[[upstreams]]\nname = \"dropping\"\nurl = {:?}\n\n[limits]\nupstream_timeout_secs = 4\n\n\
+             [tools.drop]\ntier = \"compensable\"\nidempotent = {idempotent}\n",
+            upstream.url
+        )
+    };
+    let ran = || {
+        std::fs::read_to_string(&ledger)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    for (idempotent, sent) in [(false, 1), (true, 2)] {
+        let before = ran();
+        let gw = TestGateway::start(&toml(idempotent)).await;
+        let (status, body) = gw.rest_call(None, "s1", "drop", json!({"n": 1})).await;
+        assert_eq!(status, 502, "{body}");
+        assert_eq!(body["in_doubt"], true, "{body}");
+        assert_eq!(
+            ran() - before,
+            sent,
+            "idempotent = {idempotent}: sent {sent} time(s)"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_says_whether_the_store_takes_this_gateways_heartbeats() {
+    let gw = TestGateway::start("").await;
+    let health = gw.get("/healthz").await;
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health["store"]["backend"], "sqlite", "{health}");
+    assert_eq!(health["store"]["ready"], true, "{health}");
+}
