@@ -67,6 +67,8 @@ impl Engine {
     /// Carries out a batch: per org, in rounds that each touch an effect at most once (a second
     /// update of the same effect must read what the first wrote).
     async fn run_batch(&self, batch: Vec<Update>) {
+        // The fault suite stops the process here: a batch taken, none of it committed.
+        crate::crash_points::crash_point("engine::group_commit");
         let mut by_org: HashMap<OrgId, Vec<Update>> = HashMap::new();
         for update in batch {
             by_org.entry(update.org.clone()).or_default().push(update);
@@ -135,7 +137,6 @@ impl Engine {
                 Ok(())
             })
             .collect();
-        crate::crash_points::crash_point("engine::group_commit");
         self.commit_writes(tx, &writes).await?;
         Ok(answers)
     }

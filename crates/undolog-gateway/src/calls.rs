@@ -46,6 +46,9 @@ pub(crate) struct ToolCall {
     pub(crate) round: Option<InputRound>,
     /// Who made the call (the principal's actor), recorded with its approval for four eyes.
     pub(crate) caller: String,
+    /// How long the client waits for an answer, when it said so: a call identical to one in
+    /// flight answers "still running" before then.
+    pub(crate) wait: Option<Duration>,
 }
 
 /// What a 2026-07-28 client sends back after an `input_required` answer: the responses to the
@@ -81,17 +84,7 @@ impl InputRound {
     }
 }
 
-/// The request `_meta` key in which a client says how long it waits for an answer, in ms: a
-/// call waiting for an identical one in flight answers "still running" before that.
-pub(crate) const WAIT_META: &str = "io.undolog/wait_ms";
-
 impl ToolCall {
-    /// How long the client said it waits (`_meta` [`WAIT_META`]), less a margin for the answer.
-    fn wait(&self) -> Option<Duration> {
-        let ms = self.meta.as_ref()?.get(WAIT_META)?.as_u64()?;
-        Some(Duration::from_millis(ms.saturating_sub(ms / 10)))
-    }
-
     /// The call as the engine sees it, in `session`, classified by `policy`.
     fn to_engine(&self, session: &SessionId, policy: undolog_engine::ToolPolicy) -> Call {
         let call = Call::new(
@@ -102,7 +95,7 @@ impl ToolCall {
             policy,
         )
         .with_caller(self.caller.clone());
-        let call = match self.wait() {
+        let call = match self.wait {
             Some(wait) => call.with_wait(wait),
             None => call,
         };

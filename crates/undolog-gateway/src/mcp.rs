@@ -279,6 +279,7 @@ impl ServerHandler for McpFront {
         let meta = request.meta.as_ref().unwrap_or(&context.meta);
         let session = CallSession::of(&principal, self.named(&context, Some(meta)))?;
         let (idempotency_key, step) = runs::fresh_run_of(Some(meta))?;
+        let wait = runs::wait_of(Some(meta))?;
         let args = Args::try_from(Value::Object(request.arguments.clone().unwrap_or_default()))
             .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
         let call = ToolCall {
@@ -291,6 +292,7 @@ impl ServerHandler for McpFront {
             step,
             meta: forwarded_meta(meta),
             round: InputRound::of(request.input_responses, request.request_state),
+            wait,
         };
         let outcome = self
             .gateway

@@ -26,6 +26,8 @@ pub(crate) const META_SESSION: &str = "io.undolog/session";
 pub(crate) const META_IDEMPOTENCY_KEY: &str = "io.undolog/idempotency_key";
 /// A step number in a request's `_meta` is part of the signature, as the SDK's steps are.
 pub(crate) const META_STEP: &str = "io.undolog/step";
+/// How long the client waits for its answer, in milliseconds (its own timeout).
+pub(crate) const META_WAIT_MS: &str = "io.undolog/wait_ms";
 
 /// The run a long-lived connection joined at its first call, and whose it is.
 #[derive(Debug, Default)]
@@ -116,6 +118,19 @@ impl Gateway {
             }
         }
     }
+}
+
+/// How long a request's `_meta` says its client waits, less a tenth for the answer to travel.
+pub(crate) fn wait_of(meta: Option<&RequestMetaObject>) -> Result<Option<std::time::Duration>, Error> {
+    let Some(wait) = meta.and_then(|m| m.get(META_WAIT_MS)) else {
+        return Ok(None);
+    };
+    let ms = wait.as_u64().filter(|ms| *ms > 0).ok_or_else(|| {
+        Error::BadRequest(format!(
+            "_meta[\"{META_WAIT_MS}\"] must be a whole number of milliseconds above 0"
+        ))
+    })?;
+    Ok(Some(std::time::Duration::from_millis(ms - ms / 10)))
 }
 
 /// The idempotency key and step a request's `_meta` asks for, to run an identical call afresh.

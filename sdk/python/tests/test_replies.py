@@ -42,3 +42,20 @@ def test_each_answer_becomes_the_error_that_says_what_happened(
 
 def test_a_success_is_its_body() -> None:
     assert checked(Reply(200, {"outcome": "execute"})) == {"outcome": "execute"}
+
+
+@pytest.mark.parametrize(
+    ("body", "in_doubt"),
+    [
+        # Nothing was recorded: the tool did not run, a retry is safe.
+        ({"error": "the effect log is unavailable", "code": "store_unavailable"}, False),
+        # The tool ran and its outcome was not recorded: in doubt, named.
+        ({"error": "outcome not recorded", "code": "outcome_not_recorded", "effect_id": EFFECT, "in_doubt": True},
+         True),
+    ],
+)
+def test_a_503_says_whether_the_tool_may_have_run(body: dict[str, object], in_doubt: bool) -> None:
+    with pytest.raises(GatewayUnavailableError) as caught:
+        checked(Reply(503, body), call_failed=True)
+    assert caught.value.in_doubt is in_doubt
+    assert caught.value.effect_id == body.get("effect_id")

@@ -136,3 +136,29 @@ async fn a_short_lease_is_renewed_while_the_tool_runs_so_an_identical_call_waits
         "the lease held while the tool ran, so the identical call waited and replayed: {identical:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_says_how_long_it_waits_hears_still_running_before_it_gives_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir).await;
+    let gw = gateway(&store, Duration::from_secs(60)); // waits up to a minute unless told less
+    let Intercept::Execute { effect_id, .. } = gw.intercept(transfer("s1", 10)).await.unwrap()
+    else {
+        panic!("the first call runs");
+    };
+    let started = std::time::Instant::now();
+    let err = gw
+        .intercept(transfer("s1", 10).with_wait(Duration::from_millis(200)))
+        .await
+        .expect_err("the identical call is still running");
+    let took = started.elapsed();
+    assert!(
+        matches!(err, undolog_engine::Error::StillRunning { effect, waited }
+            if effect == effect_id && waited == Duration::from_millis(200)),
+        "{err:?}"
+    );
+    assert!(
+        (Duration::from_millis(200)..Duration::from_secs(2)).contains(&took),
+        "bounded by the caller's wait, not the engine's minute: {took:?}"
+    );
+}

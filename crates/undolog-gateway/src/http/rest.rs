@@ -53,6 +53,7 @@ pub(crate) async fn tool_call(
         step: None,
         meta: None,
         round: None,
+        wait: None,
     };
     let caller = Caller {
         never_hold: true,

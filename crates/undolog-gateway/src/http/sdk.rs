@@ -78,9 +78,11 @@ pub(crate) async fn intercept(
             expires_at,
         } => json!({"outcome": "awaiting_approval", "effect_id": effect_id.to_string(),
                     "approval_id": approval_id.to_string(), "expires_at": expires_at.as_millis()}),
+        // An identical call in doubt: it may have run, and an operator says whether it did.
         Intercept::Rejected { effect_id, reason } => json!({
             "outcome": "rejected",
             "effect_id": effect_id.map(|id| id.to_string()),
+            "in_doubt": reason == undolog_engine::Rejection::InDoubt,
             "reason": reason.message(),
         }),
     };

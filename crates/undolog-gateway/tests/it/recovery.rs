@@ -91,3 +91,79 @@ async fn healthz_says_whether_the_store_takes_this_gateways_heartbeats() {
     assert_eq!(health["store"]["backend"], "sqlite", "{health}");
     assert_eq!(health["store"]["ready"], true, "{health}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sdk_call_past_its_lease_is_in_doubt_and_its_retry_says_so_with_the_effect() {
+    let gw = TestGateway::start("[limits]\nsdk_lease_secs = 1\n").await;
+    let intercept = json!({
+        "session_id": "sdk-doubt", "tool": "charge_card", "arguments": {"cents": 500},
+        "step": 0, "tier": "compensable",
+        "compensation": {"kind": "local", "function": "refund"}
+    });
+    let (status, first) = gw.post("/v1/effects", intercept.clone()).await;
+    assert_eq!(
+        (status, first["outcome"].as_str()),
+        (200, Some("execute")),
+        "{first}"
+    );
+    let lease_ms =
+        first["lease_expires_at"].as_i64().unwrap() - undolog_types::Timestamp::now().as_millis();
+    assert!(
+        (0..=1_000).contains(&lease_ms),
+        "the SDK's lease is the configured second: {first}"
+    );
+    // The SDK caller went away without committing or failing.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let (status, retried) = gw.post("/v1/effects", intercept).await;
+    assert_eq!(status, 200, "{retried}");
+    assert_eq!(retried["outcome"], "rejected", "{retried}");
+    assert_eq!(retried["in_doubt"], true, "{retried}");
+    assert_eq!(retried["effect_id"], first["effect_id"], "{retried}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_says_how_long_it_waits_hears_still_running_within_that_time() {
+    let bank = crate::harness::Bank::start().await;
+    let gw = std::sync::Arc::new(
+        TestGateway::start(&format!(
+            "[[upstreams]]\nname = \"bank\"\nurl = {:?}\n\n[tools.hang]\ntier = \"compensable\"\n",
+            bank.url
+        ))
+        .await,
+    );
+    // Both calls name no session: they are the same principal's run, so identical.
+    let call = |meta: serde_json::Value| {
+        let gw = gw.clone();
+        async move {
+            let params = json!({"name": "hang", "arguments": {"seconds": 3}, "_meta": meta});
+            gw.rpc(
+                None,
+                "tools/call",
+                params,
+                json!({}),
+                Duration::from_secs(10),
+            )
+            .await
+        }
+    };
+    let first = tokio::spawn(call(json!({})));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    let (_, identical) = call(json!({"io.undolog/wait_ms": 1000})).await;
+    let took = started.elapsed();
+    let error = &identical["error"];
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("still running"),
+        "{identical}"
+    );
+    assert!(error["data"]["effect_id"].is_string(), "{identical}");
+    assert!(
+        took < Duration::from_secs(2),
+        "answered within the client's second: {took:?}"
+    );
+    let (_, done) = first.await.unwrap();
+    assert!(done["result"].is_object(), "{done}");
+}

@@ -26,12 +26,22 @@ class EncodingError(UndoLogError, ValueError):
 
 class GatewayUnavailableError(UndoLogError):
     """The gateway could not be reached or could not record the call. Fail-closed: the tool did
-    not run (unless ``result`` is set: then it ran but its outcome was not recorded)."""
+    not run, unless ``in_doubt`` is true: then it may have run (``result`` is its result when it
+    ran here) and its outcome was not recorded; effect ``effect_id`` is in doubt for an operator,
+    so do not simply retry."""
 
-    def __init__(self, message: str, *, effect_id: str | None = None, result: Any = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        effect_id: str | None = None,
+        result: Any = None,
+        in_doubt: bool = False,
+    ) -> None:
         super().__init__(message)
         self.effect_id = effect_id
         self.result = result
+        self.in_doubt = in_doubt
 
 
 class GatewayError(UndoLogError):
@@ -67,13 +77,15 @@ class AwaitingApprovalError(UndoLogError):
 
 class RejectedError(UndoLogError):
     """The gateway refused to run the call: denied by a person, a closed session, or an identical
-    call in doubt. ``reason`` says which."""
+    call in doubt. ``reason`` says which; ``in_doubt`` is true for the last (the identical call,
+    effect ``effect_id``, may have run: an operator records whether it did)."""
 
-    def __init__(self, *, tool: str, effect_id: str | None, reason: str) -> None:
+    def __init__(self, *, tool: str, effect_id: str | None, reason: str, in_doubt: bool = False) -> None:
         super().__init__(f"{tool} was not run: {reason}")
         self.tool = tool
         self.effect_id = effect_id
         self.reason = reason
+        self.in_doubt = in_doubt
 
 
 class CallFailedError(UndoLogError):

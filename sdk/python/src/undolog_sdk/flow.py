@@ -129,7 +129,12 @@ def call(ctx: CallContext, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[s
     if outcome == "replay":
         return from_json(answer["result"], spec.hints.get("return", Any))
     if outcome == "rejected":
-        raise RejectedError(tool=spec.name, effect_id=answer.get("effect_id"), reason=answer["reason"])
+        raise RejectedError(
+            tool=spec.name,
+            effect_id=answer.get("effect_id"),
+            reason=answer["reason"],
+            in_doubt=answer.get("in_doubt") is True,
+        )
     if outcome != "execute":
         raise GatewayError(200, f"unknown outcome {outcome!r}; upgrade the SDK")
     effect_id: str = answer["effect_id"]
@@ -172,6 +177,7 @@ def record(ctx: CallContext, effect_id: str, path: str, body: JSON, result: Any)
                     f"/v1/effects/{effect_id}/resolve",
                     effect_id=effect_id,
                     result=result,
+                    in_doubt=True,
                 ) from e
             yield Sleep(pause)
             pause *= 2
@@ -256,6 +262,8 @@ def checked(reply: Reply, *, call_failed: bool = False) -> Any:
         raise CallFailedError(message, effect_id=body.get("effect_id"))
     if reply.status >= 500:
         raise GatewayUnavailableError(
-            f"the gateway could not record the call ({reply.status}: {message})", effect_id=body.get("effect_id")
+            f"the gateway could not record the call ({reply.status}: {message})",
+            effect_id=body.get("effect_id"),
+            in_doubt=body.get("in_doubt") is True,
         )
     raise GatewayError(reply.status, message, code)
