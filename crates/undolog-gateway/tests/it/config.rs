@@ -99,6 +99,31 @@ fn each_mistake_names_its_key_and_the_fix() {
             "greater than zero",
         ),
         (
+            "[limits]\nidentical_call_wait_secs = 0",
+            "`limits.identical_call_wait_secs`",
+            "greater than zero",
+        ),
+        (
+            "[executor]\nheartbeat_ms = 1000\ndead_after_ms = 2000",
+            "`executor.dead_after_ms`",
+            "make it at least 3000 ms",
+        ),
+        (
+            "[executor]\nlease_ms = 500",
+            "`executor.lease_ms`",
+            "make it at least 3000 ms",
+        ),
+        (
+            "[executor]\nname = \" \"",
+            "`executor.name`",
+            "leave it out for the default",
+        ),
+        (
+            "[executor]\nbeat = 1",
+            "beat",
+            "unknown field",
+        ),
+        (
             "[tools.t]\ntask = \"sometimes\"",
             "`tools.t.task`",
             "\"never\", \"optional\" or \"required\"",
@@ -134,4 +159,11 @@ fn no_configuration_means_the_demo_bank_on_loopback_with_a_local_file() {
     let transfer = &config.tools["transfer"];
     assert_eq!(transfer.tier, Some(undolog_types::Tier::Compensable));
     assert!(transfer.compensation.is_some());
+    // Faults heal in seconds by default: short renewed leases, a beat a second.
+    let executor = &config.executor;
+    assert_eq!(executor.name, None, "host name and listen address");
+    assert_eq!(executor.lease, std::time::Duration::from_secs(10));
+    assert_eq!(executor.heartbeat, std::time::Duration::from_secs(1));
+    assert_eq!(executor.dead_after, std::time::Duration::from_secs(5));
+    assert_eq!(config.limits.identical_call_wait, std::time::Duration::from_secs(30));
 }
