@@ -531,55 +531,30 @@ impl Gateway {
         };
         crash_points::crash_point("call::before_commit");
         let verdicts = interceptors::verdicts(request_record, response_record.as_ref());
-        let recorded = match &outcome {
-            Outcome::Executed { result, .. } => {
-                self.engine
-                    .commit_with(&call.org, effect_id, result.clone(), verdicts)
-                    .await
-            }
-            Outcome::Failed { error, result, .. } => {
-                // The tool's own error result, to replay as it was.
-                self.engine
-                    .fail_with(
-                        &call.org,
-                        effect_id,
-                        error.clone(),
-                        result.clone(),
-                        verdicts,
-                    )
-                    .await
-            }
-            Outcome::Refused { error, .. } => {
-                let details = serde_json::json!({ "error": error });
-                self.engine
-                    .fail_with(
-                        &call.org,
-                        effect_id,
-                        format!("the upstream refused the call: {}", error.message),
-                        Some(details),
-                        verdicts,
-                    )
-                    .await
-            }
-            // Not done and not to be undone: the client's answer is a call of its own.
-            Outcome::InputRequired { result, .. } => {
-                self.engine
-                    .await_input(&call.org, effect_id, result.clone(), verdicts)
-                    .await
-            }
-            Outcome::InDoubt { message, .. } => {
-                self.engine
-                    .doubt(&call.org, effect_id, message.clone(), verdicts)
-                    .await
-            }
-            _ => Ok(()),
-        };
-        // The tool has run (or failed) upstream: if the log cannot take the outcome, say so
-        // plainly — the effect stays pending and becomes in doubt for an operator.
-        recorded.map_err(|e| Error::OutcomeNotRecorded {
+        let recorded = record_outcome(
+            &self.engine,
+            &call.org,
             effect_id,
-            reason: e.to_string(),
-        })?;
+            &outcome,
+            verdicts.clone(),
+        )
+        .await;
+        // The tool has run (or failed) upstream: if the log cannot take the outcome, say so
+        // plainly, and keep trying to record it (the store may be back in a moment); until then
+        // the effect is pending, and in doubt for an operator once its lease ends.
+        if let Err(e) = recorded {
+            record_later(
+                self.engine.clone(),
+                call.org.clone(),
+                effect_id,
+                outcome,
+                verdicts,
+            );
+            return Err(Error::OutcomeNotRecorded {
+                effect_id,
+                reason: e.to_string(),
+            });
+        }
         crash_points::crash_point("call::before_reply");
         if let Some(error) = blocked {
             return Err(Error::Intercepted {
@@ -673,4 +648,84 @@ struct Run<'a> {
     idempotent: bool,
     context: &'a undolog_interceptors::InvocationContext,
     request_record: Option<&'a undolog_interceptors::ChainExecutionResult>,
+}
+
+/// Records how a call that was sent upstream ended.
+async fn record_outcome(
+    engine: &undolog_engine::Engine,
+    org: &OrgId,
+    effect_id: EffectId,
+    outcome: &Outcome,
+    verdicts: Option<Value>,
+) -> Result<(), undolog_engine::Error> {
+    match outcome {
+        Outcome::Executed { result, .. } => {
+            engine
+                .commit_with(org, effect_id, result.clone(), verdicts)
+                .await
+        }
+        Outcome::Failed { error, result, .. } => {
+            // The tool's own error result, to replay as it was.
+            engine
+                .fail_with(org, effect_id, error.clone(), result.clone(), verdicts)
+                .await
+        }
+        Outcome::Refused { error, .. } => {
+            let details = serde_json::json!({ "error": error });
+            engine
+                .fail_with(
+                    org,
+                    effect_id,
+                    format!("the upstream refused the call: {}", error.message),
+                    Some(details),
+                    verdicts,
+                )
+                .await
+        }
+        // Not done and not to be undone: the client's answer is a call of its own.
+        Outcome::InputRequired { result, .. } => {
+            engine
+                .await_input(org, effect_id, result.clone(), verdicts)
+                .await
+        }
+        Outcome::InDoubt { message, .. } => {
+            engine
+                .doubt(org, effect_id, message.clone(), verdicts)
+                .await
+        }
+        _ => Ok(()),
+    }
+}
+
+/// How long an outcome the store refused is tried again: the store may be back in seconds (a
+/// database restart, a disk freed); after this the effect is left in doubt for an operator.
+const RECORD_LATER_FOR: Duration = Duration::from_secs(10 * 60);
+
+/// Keeps trying to record `outcome` in the background, backing off from 250 ms to 5 s, until it
+/// is recorded, the effect is no longer pending (an operator resolved it), or
+/// [`RECORD_LATER_FOR`] has passed.
+fn record_later(
+    engine: undolog_engine::Engine,
+    org: OrgId,
+    effect_id: EffectId,
+    outcome: Outcome,
+    verdicts: Option<Value>,
+) {
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + RECORD_LATER_FOR;
+        let mut pause = Duration::from_millis(250);
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(pause).await;
+            match record_outcome(&engine, &org, effect_id, &outcome, verdicts.clone()).await {
+                Ok(()) => {
+                    tracing::info!(%effect_id, "an outcome the store had refused is recorded now");
+                    return;
+                }
+                Err(undolog_engine::Error::NotPending { .. }) => return, // decided meanwhile
+                Err(e) => tracing::debug!(%effect_id, error = %e, "outcome still not recorded"),
+            }
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+        tracing::warn!(%effect_id, "outcome never recorded; the call is in doubt for an operator");
+    });
 }

@@ -41,8 +41,9 @@ pub enum Error {
     )]
     TasksRequired(String),
     #[error(
-        "the tool ran upstream, but its outcome could not be recorded (effect {effect_id}); do not \
-         retry blindly: an operator sees it as in doubt and records what happened"
+        "the tool ran upstream, but its outcome could not be recorded (effect {effect_id}); the \
+         gateway keeps trying to record it. Do not retry blindly: GET /v1/effects/{effect_id} \
+         shows it once recorded, and if the store stays away it is in doubt for an operator"
     )]
     OutcomeNotRecorded {
         effect_id: undolog_types::EffectId,

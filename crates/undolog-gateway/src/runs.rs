@@ -121,7 +121,9 @@ impl Gateway {
 }
 
 /// How long a request's `_meta` says its client waits, less a tenth for the answer to travel.
-pub(crate) fn wait_of(meta: Option<&RequestMetaObject>) -> Result<Option<std::time::Duration>, Error> {
+pub(crate) fn wait_of(
+    meta: Option<&RequestMetaObject>,
+) -> Result<Option<std::time::Duration>, Error> {
     let Some(wait) = meta.and_then(|m| m.get(META_WAIT_MS)) else {
         return Ok(None);
     };

@@ -17,6 +17,7 @@ mod open;
 mod postgres;
 mod records;
 mod rows;
+mod small_disk;
 mod sqlite;
 
 pub use contract::{Beat, BeatReport, EffectLookup, Store, Tx};
@@ -25,6 +26,7 @@ pub use notify::{MAX_HINT_BYTES, Notifications};
 pub use open::{PoolSettings, StoreUrl, open, open_with};
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{ApiKey, Approval, Compensation, Effect, Lease, Session, Snapshot};
+pub use small_disk::SmallDisk;
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

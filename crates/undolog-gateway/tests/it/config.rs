@@ -118,11 +118,7 @@ fn each_mistake_names_its_key_and_the_fix() {
             "`executor.name`",
             "leave it out for the default",
         ),
-        (
-            "[executor]\nbeat = 1",
-            "beat",
-            "unknown field",
-        ),
+        ("[executor]\nbeat = 1", "beat", "unknown field"),
         (
             "[tools.t]\ntask = \"sometimes\"",
             "`tools.t.task`",
@@ -165,5 +161,8 @@ fn no_configuration_means_the_demo_bank_on_loopback_with_a_local_file() {
     assert_eq!(executor.lease, std::time::Duration::from_secs(10));
     assert_eq!(executor.heartbeat, std::time::Duration::from_secs(1));
     assert_eq!(executor.dead_after, std::time::Duration::from_secs(5));
-    assert_eq!(config.limits.identical_call_wait, std::time::Duration::from_secs(30));
+    assert_eq!(
+        config.limits.identical_call_wait,
+        std::time::Duration::from_secs(30)
+    );
 }

@@ -167,3 +167,56 @@ async fn a_client_that_says_how_long_it_waits_hears_still_running_within_that_ti
     let (_, done) = first.await.unwrap();
     assert!(done["result"].is_object(), "{done}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_the_full_disk_refused_is_recorded_once_space_returns() {
+    let disk = undolog_store::SmallDisk::mount();
+    let bank = crate::harness::Bank::start().await;
+    let store = format!("sqlite://{}", disk.path().join("log.db").display());
+    let gw = std::sync::Arc::new(
+        TestGateway::start_on(
+            &format!(
+                "[[upstreams]]\nname = \"bank\"\nurl = {:?}\n\n[tools.hang]\ntier = \"compensable\"\n",
+                bank.url
+            ),
+            Some(store),
+        )
+        .await,
+    );
+    // The intent is recorded, then the disk fills while the tool runs.
+    let call = {
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            gw.rest_call(None, "disk", "hang", json!({"seconds": 1}))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let filler = disk.fill();
+    let (status, body) = call.await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], "outcome_not_recorded", "{body}");
+    assert_eq!(body["in_doubt"], true, "{body}");
+    let effect = body["effect_id"]
+        .as_str()
+        .expect("names its effect")
+        .to_owned();
+
+    std::fs::remove_file(filler).unwrap();
+    let freed = std::time::Instant::now();
+    loop {
+        let recorded = gw.get(&format!("/v1/effects/{effect}")).await;
+        if recorded["state"] == "committed" {
+            assert_eq!(
+                recorded["result"]["structuredContent"]["slept"], 1.0,
+                "{recorded}"
+            );
+            break;
+        }
+        assert!(
+            freed.elapsed() < Duration::from_secs(5),
+            "not recorded 5 s after space returned: {recorded}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,66 +1,11 @@
 //! A full disk under the embedded store: writes fail with the disk's error and nothing of them is
 //! kept, and they resume as soon as space returns, on the same open store (no restart).
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
-use undolog_store::{SqliteOptions, SqliteStore, Store};
+use undolog_store::{SmallDisk, SqliteOptions, SqliteStore, Store};
 use undolog_types::{OrgId, SessionId, SessionState, Timestamp};
-
-/// A 2 MiB tmpfs mounted for one test, unmounted when dropped. Mounting needs root, which the
-/// project's machines and CI have; without it the test fails and says so.
-struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount() -> SmallDisk {
-        let dir = tempfile::tempdir().unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .expect("run mount");
-        assert!(
-            status.success(),
-            "could not mount a 2 MiB tmpfs at {} (the full-disk test needs root): {status}",
-            dir.path().display()
-        );
-        SmallDisk { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Fills what is left of the disk with one file, which [`SmallDisk::free`] removes.
-    fn fill(&self) -> PathBuf {
-        let filler = self.path().join("filler");
-        let mut file = std::fs::File::create(&filler).unwrap();
-        let block = vec![0_u8; 16 * 1024];
-        while std::io::Write::write_all(&mut file, &block).is_ok() {}
-        let mut small = vec![0_u8; 512];
-        while !small.is_empty() {
-            if std::io::Write::write_all(&mut file, &small).is_err() {
-                small.truncate(small.len() / 2);
-            }
-        }
-        filler
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
 
 fn org() -> OrgId {
     OrgId::new("acme").unwrap()

@@ -23,7 +23,8 @@ use std::{
 };
 
 use history::{Heard, Report, check};
-use processes::{Cluster, CountingUpstream, GatewayProcess, SmallDisk, counting_server, python};
+use processes::{Cluster, CountingUpstream, GatewayProcess, counting_server, python};
+use undolog_store::SmallDisk;
 
 /// How many faults each run injects.
 fn faults() -> usize {
