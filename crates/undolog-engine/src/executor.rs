@@ -46,7 +46,8 @@ impl Engine {
             tracing::warn!(
                 executors = ?report.dead,
                 leases_ended = report.leases_ended,
-                "the previous gateway of this name is gone; the calls it was running are in doubt"
+                "the previous gateway of this name is gone; the calls it was running are in doubt \
+                 (GET /v1/effects/in_doubt)"
             );
         }
         let engine = self.downgrade();

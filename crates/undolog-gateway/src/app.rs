@@ -154,20 +154,15 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, principal: Principal) -> Result<
 }
 
 impl Gateway {
-    /// Records this process as an executor named `name` and starts its heartbeat.
+    /// Records this process as an executor named `name` and starts its heartbeat (the engine
+    /// logs the calls of a previous process of that name, now in doubt).
     async fn start_executor(&self, name: &str) -> Result<(), Error> {
-        let report = self.engine.start_executor(name).await.map_err(|e| {
+        self.engine.start_executor(name).await.map_err(|e| {
             Error::Startup(format!(
                 "the store did not take this gateway's first heartbeat: {e}"
             ))
         })?;
         tracing::info!(executor = %self.engine.config().executor_id, name, "executor started");
-        if report.leases_ended > 0 {
-            tracing::warn!(
-                calls = report.leases_ended,
-                "calls the previous gateway was running are in doubt: GET /v1/effects/in_doubt"
-            );
-        }
         Ok(())
     }
 }
