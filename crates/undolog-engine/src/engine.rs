@@ -324,6 +324,22 @@ impl Engine {
         .await
     }
 
+    /// The call could not be sent (its upstream was unreachable): the tool never ran, the effect
+    /// is `rejected` with `reason`, and an identical call later is decided afresh.
+    pub async fn not_sent(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        reason: impl Into<String>,
+        verdicts: Option<Value>,
+    ) -> Result<(), Error> {
+        let (now, reason) = (self.now(), reason.into());
+        self.update_effect(org, effect, move |e| {
+            core::not_sent(e, reason.clone(), verdicts.clone(), now)
+        })
+        .await
+    }
+
     /// This executor sent the call upstream and lost its answer (the connection broke, the
     /// upstream timed out): the tool may or may not have run, so the effect is in doubt now,
     /// with `error` saying why, instead of when its lease runs out.
@@ -452,6 +468,15 @@ impl Engine {
                                 session,
                                 effect_id,
                                 error,
+                            });
+                        }
+                        EffectState::Rejected => {
+                            let reason = e.error.clone().unwrap_or_default();
+                            events.push(Event::EffectRejected {
+                                org,
+                                session,
+                                effect_id,
+                                reason,
                             });
                         }
                         _ => {}

@@ -255,7 +255,7 @@ impl Gateway {
         let engine_call = call.to_engine(&session, policy);
         let mut waited_for_approval = false;
         loop {
-            let decision = self.engine.intercept(engine_call.clone()).await?;
+            let decision = self.intercept(&engine_call, &call, caller).await?;
             match decision {
                 Intercept::Execute { effect_id, .. }
                     if as_task && task_support != TaskSupport::Never =>
@@ -372,6 +372,56 @@ impl Gateway {
                         return Ok(waiting);
                     }
                 }
+            }
+        }
+    }
+
+    /// The engine's decision on a call. One identical to a call in flight waits for it (up to
+    /// `limits.identical_call_wait_secs`, or the client's `_meta` wait); a client that follows
+    /// progress hears every [`WAITING_PROGRESS_EVERY`] that it is waiting, which keeps a timeout
+    /// reset by progress from running out first.
+    async fn intercept(
+        &self,
+        engine_call: &Call,
+        call: &ToolCall,
+        caller: &Caller,
+    ) -> Result<Intercept, Error> {
+        let token = call
+            .meta
+            .as_ref()
+            .and_then(RequestMetaObject::get_progress_token);
+        let (Some(requester), Some(token)) = (&caller.requester, token) else {
+            return Ok(self.engine.intercept(engine_call.clone()).await?);
+        };
+        let limit = self.engine.config().wait_timeout;
+        let total = engine_call.wait.map_or(limit, |w| w.min(limit));
+        let deadline = tokio::time::Instant::now() + total;
+        let mut ticks = 0u32;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let slice = engine_call
+                .clone()
+                .with_wait(left.min(WAITING_PROGRESS_EVERY));
+            match self.engine.intercept(slice).await {
+                Err(undolog_engine::Error::StillRunning { effect, .. }) if !left.is_zero() => {
+                    ticks += 1;
+                    let mut progress =
+                        ProgressNotificationParam::new(token.clone(), f64::from(ticks));
+                    progress.message = Some(format!(
+                        "waiting for the identical call in flight (effect {effect}); its answer is replayed here"
+                    ));
+                    if let Err(e) = requester.peer.notify_progress(progress).await {
+                        tracing::debug!(error = %e, "progress not sent");
+                    }
+                }
+                Err(undolog_engine::Error::StillRunning { effect, .. }) => {
+                    return Err(undolog_engine::Error::StillRunning {
+                        effect,
+                        waited: total,
+                    }
+                    .into());
+                }
+                other => return Ok(other?),
             }
         }
     }
@@ -518,6 +568,28 @@ impl Gateway {
             // The upstream's own JSON-RPC error (invalid params, a capability the client lacks...)
             // is the client's answer too, code and data unchanged.
             Err(UpstreamError::Refused { error, .. }) => Outcome::Refused { effect_id, error },
+            // Not sent: nothing ran. Recorded rejected, so an identical retry runs afresh once
+            // the upstream is back (a failure would be replayed to it forever).
+            Err(UpstreamError::Unavailable { upstream, reason }) => {
+                let verdicts = interceptors::verdicts(request_record, None);
+                let recorded = self
+                    .engine
+                    .not_sent(
+                        &call.org,
+                        effect_id,
+                        format!("upstream `{upstream}` cannot be reached: {reason}"),
+                        verdicts,
+                    )
+                    .await;
+                if let Err(e) = recorded {
+                    tracing::warn!(%effect_id, error = %e, "a call that was not sent could not be recorded");
+                }
+                return Err(Error::NotSent {
+                    effect_id,
+                    upstream,
+                    reason,
+                });
+            }
             Err(e) if e.may_have_run() && !read_only => Outcome::InDoubt {
                 effect_id,
                 message: format!(
@@ -696,6 +768,9 @@ async fn record_outcome(
         _ => Ok(()),
     }
 }
+
+/// How often a call waiting for an identical one in flight tells a client that follows progress.
+const WAITING_PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 /// How long an outcome the store refused is tried again: the store may be back in seconds (a
 /// database restart, a disk freed); after this the effect is left in doubt for an operator.

@@ -23,6 +23,15 @@ pub enum Error {
         tool: String,
         upstreams: Vec<String>,
     },
+    #[error(
+        "upstream `{upstream}` cannot be reached ({reason}); the call was not sent, so nothing ran \
+         (effect {effect_id} records it as rejected): retry once it is up"
+    )]
+    NotSent {
+        effect_id: undolog_types::EffectId,
+        upstream: String,
+        reason: String,
+    },
     #[error("{0}")]
     BadRequest(String),
     #[error("{0}")]
@@ -77,7 +86,9 @@ impl Error {
         use EngineError as E;
         match self {
             Error::UnknownTool(_) => StatusCode::NOT_FOUND,
-            Error::UpstreamUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::UpstreamUnavailable { .. } | Error::NotSent { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -126,9 +137,9 @@ impl Error {
     /// The effect the error is about, when one was recorded: every error body names it.
     fn effect_id(&self) -> Option<undolog_types::EffectId> {
         match self {
-            Error::CallFailed { effect_id, .. } | Error::OutcomeNotRecorded { effect_id, .. } => {
-                Some(*effect_id)
-            }
+            Error::CallFailed { effect_id, .. }
+            | Error::OutcomeNotRecorded { effect_id, .. }
+            | Error::NotSent { effect_id, .. } => Some(*effect_id),
             Error::Intercepted { effect_id, .. } => *effect_id,
             Error::Engine(EngineError::StillRunning { effect, .. }) => Some(*effect),
             _ => None,
@@ -140,7 +151,7 @@ impl Error {
         use EngineError as E;
         match self {
             Error::UnknownTool(_) => "unknown_tool",
-            Error::UpstreamUnavailable { .. } => "upstream_unavailable",
+            Error::UpstreamUnavailable { .. } | Error::NotSent { .. } => "upstream_unavailable",
             Error::BadRequest(_) => "bad_request",
             Error::Unprocessable(_) => "unprocessable",
             Error::RequestTimeout(_) => "body_too_slow",
@@ -241,6 +252,10 @@ impl Error {
             }
             Error::UpstreamUnavailable { upstreams, .. } => {
                 fields.insert("upstreams".into(), json!(upstreams));
+            }
+            Error::NotSent { upstream, .. } => {
+                fields.insert("upstreams".into(), json!([upstream]));
+                fields.insert("in_doubt".into(), json!(false));
             }
             _ => {}
         }

@@ -69,7 +69,8 @@ string_enum!(
         Compensated => "compensated",
         /// Its compensation failed; a person has to look.
         CompensationFailed => "compensation_failed",
-        /// Refused before it was sent (an interceptor blocked it); the tool never runs.
+        /// Refused before it was sent (an interceptor blocked it, or its upstream could not be
+        /// reached); the tool never ran, and an identical call is decided afresh.
         Rejected => "rejected",
     }
 );
@@ -80,7 +81,8 @@ transitions!(EffectState, "an effect", |from, to| {
         (from, to),
         (AwaitingApproval, Approved | Denied | Expired)
             | (Approved, Pending)
-            | (Pending, Committed | Failed | InputRequired)
+            // Rejected: it could not be sent (its upstream was unreachable), so it never ran.
+            | (Pending, Committed | Failed | InputRequired | Rejected)
             | (Committed, Compensating)
             | (Compensating, Compensated | CompensationFailed)
             // Undo retried after a person looked at the failure.

@@ -89,6 +89,25 @@ pub fn await_input(
     Ok(vec![Write::UpdateEffect(effect)])
 }
 
+/// The call could not be sent (its upstream was unreachable): the tool never ran, the effect is
+/// `rejected` with `reason`, and an identical call later is decided afresh.
+pub fn not_sent(
+    mut effect: Effect,
+    reason: String,
+    verdicts: Option<Value>,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
+    effect.state = effect.state.transition(EffectState::Rejected)?;
+    effect.error = Some(reason);
+    if verdicts.is_some() {
+        effect.verdicts = verdicts;
+    }
+    effect.lease = None;
+    effect.updated_at = now;
+    effect.completed_at = Some(now);
+    Ok(vec![Write::UpdateEffect(effect)])
+}
+
 /// The executor lost the answer of a call it sent: the effect stays pending, its lease ends now
 /// (so it is in doubt at once), and `error` says what is known.
 pub fn doubt(

@@ -9,8 +9,8 @@ mod undo;
 
 pub use intercept::{Decision, InterceptView, decide_intercept, reject};
 pub use lifecycle::{
-    Decider, Resolution, approve, await_input, commit, deny, doubt, expire, fail, resolve_in_doubt,
-    withdraw,
+    Decider, Resolution, approve, await_input, commit, deny, doubt, expire, fail, not_sent,
+    resolve_in_doubt, withdraw,
 };
 pub use runs::{RunChoice, current_run};
 pub use undo::{

@@ -220,3 +220,79 @@ async fn an_outcome_the_full_disk_refused_is_recorded_once_space_returns() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_its_upstream_could_not_be_sent_is_503_rejected_and_runs_afresh_when_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    // The bank's script in a place of its own, to take away and bring back.
+    let script = dir.path().join("bank_server.py");
+    std::fs::copy(crate::harness::fixture("bank_server.py"), &script).unwrap();
+    let gw = TestGateway::start(&format!(
+        "[[upstreams]]\nname = \"bank\"\ncommand = {:?}\nargs = [{:?}, \"--stdio\", \"--state\", {:?}]\n\n\
+         [tools.transfer]\ntier = \"compensable\"\n",
+        crate::harness::python("mcp2").display().to_string(),
+        script.display().to_string(),
+        dir.path().join("bank.json").display().to_string(),
+    ))
+    .await;
+    let transfer = json!({"from_account": "alice", "to_account": "bob", "amount": 5});
+
+    // The bank dies and cannot be started again: the call is not sent.
+    let hidden = dir.path().join("hidden.py");
+    std::fs::rename(&script, &hidden).unwrap();
+    let killed = std::process::Command::new("pkill")
+        .args(["-9", "-f", &script.display().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "the stdio bank was running");
+    let (status, body) = gw.rest_call(None, "s1", "transfer", transfer.clone()).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], "upstream_unavailable", "{body}");
+    assert_eq!(body["upstreams"], json!(["bank"]), "{body}");
+    assert_eq!(body["in_doubt"], false, "{body}");
+    let effect = body["effect_id"]
+        .as_str()
+        .expect("names its effect")
+        .to_owned();
+    let recorded = gw.get(&format!("/v1/effects/{effect}")).await;
+    assert_eq!(recorded["state"], "rejected", "never ran: {recorded}");
+
+    // Back: the identical call runs now (a recorded failure would be replayed to it instead).
+    std::fs::rename(&hidden, &script).unwrap();
+    let (status, body) = gw.rest_call(None, "s1", "transfer", transfer).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outcome"], "executed", "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_follows_progress_hears_that_its_identical_call_waits_then_gets_the_replay() {
+    let bank = crate::harness::Bank::start().await;
+    let gw = TestGateway::start(&format!(
+        "[[upstreams]]\nname = \"bank\"\nurl = {:?}\n\n[tools.hang]\ntier = \"compensable\"\n",
+        bank.url
+    ))
+    .await;
+    let header = ["X-UndoLog-Session-Id: waiting"];
+    let mut first = crate::harness::Client::connect("mcp2", "legacy", &gw.mcp_url(), &header).await;
+    let mut second =
+        crate::harness::Client::connect("mcp2", "legacy", &gw.mcp_url(), &header).await;
+    let running = first.start_call("hang", json!({"seconds": 5})).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let identical = second
+        .send(json!({"op": "call_tool", "name": "hang", "arguments": {"seconds": 5}, "progress": true}))
+        .await;
+    let answer = second.answer(identical).await;
+    let progress = answer["progress"].as_array().cloned().unwrap_or_default();
+    assert!(
+        progress.iter().any(|p| p["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("waiting for the identical call"))),
+        "the waiting client heard why: {answer}"
+    );
+    assert_eq!(
+        answer["ok"]["_meta"]["io.undolog/replayed"], true,
+        "{answer}"
+    );
+    assert_eq!(answer["ok"]["structuredContent"]["slept"], 5.0, "{answer}");
+    assert!(first.answer(running).await["ok"].is_object());
+}

@@ -13,6 +13,8 @@ fn effect_lifecycle_follows_the_design() {
         (Pending, Committed),
         (Pending, Failed),
         (Pending, InputRequired),
+        // Not sent: its upstream could not be reached.
+        (Pending, Rejected),
         (Committed, Compensating),
         (Compensating, Compensated),
         (Compensating, CompensationFailed),
