@@ -16,9 +16,8 @@ pub enum Resolution {
     Failed(String),
 }
 
-/// Records a tool's result; a compensable effect goes onto its session's undo stack.
-/// Records the tool's result; `verdicts` (what the interceptor chains decided) is kept apart,
-/// when given.
+/// Records the tool's result; a compensable effect goes onto its session's undo stack.
+/// `verdicts` (what the interceptor chains decided) is kept apart, when given.
 pub fn commit(
     mut effect: Effect,
     result: Value,
@@ -26,14 +25,8 @@ pub fn commit(
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
     ensure_pending(&effect)?;
-    effect.state = effect.state.transition(EffectState::Committed)?;
     effect.result = Some(result);
-    if verdicts.is_some() {
-        effect.verdicts = verdicts;
-    }
-    effect.lease = None;
-    effect.updated_at = now;
-    effect.completed_at = Some(now);
+    let effect = end(effect, EffectState::Committed, verdicts, now)?;
     let mut writes = Vec::with_capacity(2);
     if effect.tier == Tier::Compensable && effect.compensation.is_some() {
         writes.push(Write::PushUndo {
@@ -56,18 +49,16 @@ pub fn fail(
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
     ensure_pending(&effect)?;
-    effect.state = effect.state.transition(EffectState::Failed)?;
     effect.error = Some(error);
     if details.is_some() {
         effect.result = details;
     }
-    if verdicts.is_some() {
-        effect.verdicts = verdicts;
-    }
-    effect.lease = None;
-    effect.updated_at = now;
-    effect.completed_at = Some(now);
-    Ok(vec![Write::UpdateEffect(effect)])
+    Ok(vec![Write::UpdateEffect(end(
+        effect,
+        EffectState::Failed,
+        verdicts,
+        now,
+    )?)])
 }
 
 /// The upstream asked the client for input before it can finish: the effect is not done (so
@@ -78,15 +69,13 @@ pub fn await_input(
     verdicts: Option<Value>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
-    effect.state = effect.state.transition(EffectState::InputRequired)?;
     effect.result = Some(request);
-    if verdicts.is_some() {
-        effect.verdicts = verdicts;
-    }
-    effect.lease = None;
-    effect.updated_at = now;
-    effect.completed_at = Some(now);
-    Ok(vec![Write::UpdateEffect(effect)])
+    Ok(vec![Write::UpdateEffect(end(
+        effect,
+        EffectState::InputRequired,
+        verdicts,
+        now,
+    )?)])
 }
 
 /// The call could not be sent (its upstream was unreachable): the tool never ran, the effect is
@@ -97,15 +86,31 @@ pub fn not_sent(
     verdicts: Option<Value>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
-    effect.state = effect.state.transition(EffectState::Rejected)?;
     effect.error = Some(reason);
+    Ok(vec![Write::UpdateEffect(end(
+        effect,
+        EffectState::Rejected,
+        verdicts,
+        now,
+    )?)])
+}
+
+/// Ends a pending effect in `state`: no lease any more, completed now, and what the interceptor
+/// chains decided kept when given.
+fn end(
+    mut effect: Effect,
+    state: EffectState,
+    verdicts: Option<Value>,
+    now: Timestamp,
+) -> Result<Effect, Error> {
+    effect.state = effect.state.transition(state)?;
     if verdicts.is_some() {
         effect.verdicts = verdicts;
     }
     effect.lease = None;
     effect.updated_at = now;
     effect.completed_at = Some(now);
-    Ok(vec![Write::UpdateEffect(effect)])
+    Ok(effect)
 }
 
 /// The executor lost the answer of a call it sent: the effect stays pending, its lease ends now
