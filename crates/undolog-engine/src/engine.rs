@@ -35,6 +35,9 @@ pub(crate) struct Inner {
     hints: Option<mpsc::UnboundedSender<Vec<Event>>>,
     /// Effect updates, for the task that commits them in batches; `None` without a runtime.
     updates: Option<mpsc::UnboundedSender<Update>>,
+    /// Intercepts and read-only records, for the task that commits them in batches; `None`
+    /// without a runtime, or when the store takes writers concurrently (see `group_commit`).
+    pub(crate) batches: Option<mpsc::UnboundedSender<crate::group_commit::Op>>,
     /// Whether the store took this executor's last heartbeat (see `executor`).
     pub(crate) health: std::sync::Mutex<crate::Health>,
 }
@@ -62,6 +65,8 @@ impl Engine {
                 .clone()
                 .map(|n| crate::hints::publisher(n, me.clone())),
             updates: runtime.then(|| effect_updates::start(inner.clone())),
+            batches: (runtime && store.one_writer_at_a_time())
+                .then(|| crate::group_commit::start(inner.clone())),
             store,
             clock,
             config,
@@ -96,7 +101,8 @@ impl Engine {
         &self.inner
     }
 
-    pub(crate) fn now(&self) -> Timestamp {
+    /// The engine's clock.
+    pub fn now(&self) -> Timestamp {
         self.inner.clock.now()
     }
 
@@ -155,7 +161,9 @@ impl Engine {
         true
     }
 
-    fn validate(&self, call: &Call) -> Result<(), Error> {
+    /// Refuses a call the engine would refuse to record: no tool name, an empty idempotency key,
+    /// arguments over the limit.
+    pub fn validate(&self, call: &Call) -> Result<(), Error> {
         if call.tool.is_empty() {
             return Err(Error::EmptyToolName);
         }
@@ -170,9 +178,42 @@ impl Engine {
         Ok(())
     }
 
-    /// One look at the store under the call's lock, in one transaction.
+    /// One look at the store under the call's lock: in a batch shared with the calls that arrive
+    /// at the same moment when the store takes one writer at a time (see `group_commit`), else in
+    /// a transaction of its own.
     async fn decide_intercept(&self, call: &Call, lock: LockKey) -> Result<Decision, Error> {
+        match &self.inner.batches {
+            Some(batches) => {
+                crate::group_commit::submit(batches, |done| crate::group_commit::Op::Intercept {
+                    call: Box::new(call.clone()),
+                    lock,
+                    done,
+                })
+                .await
+            }
+            None => self.decide_alone(call, lock).await,
+        }
+    }
+
+    /// [`Engine::decide_intercept`] in a transaction of its own.
+    pub(crate) async fn decide_alone(&self, call: &Call, lock: LockKey) -> Result<Decision, Error> {
         let mut tx = self.begin(&call.org).await?;
+        let (decision, events) = self.decide_in(&mut *tx, call, lock).await?;
+        if let Decision::Answer(..) = decision {
+            tx.commit().await?;
+            self.published(events);
+        }
+        Ok(decision)
+    }
+
+    /// The decision on `call`, read and written in `tx` under the call's lock; the events its
+    /// writes make, to publish once `tx` commits.
+    pub(crate) async fn decide_in(
+        &self,
+        tx: &mut dyn Tx,
+        call: &Call,
+        lock: LockKey,
+    ) -> Result<(Decision, Vec<Event>), Error> {
         tx.lock(lock).await?;
         let signature = call.signature();
         let lookup = match &call.idempotency_key {
@@ -199,9 +240,9 @@ impl Engine {
             approval_expires_at: now.plus(config.approval_timeout),
         };
         let decision = core::decide_intercept(call, view)?;
+        let mut events = Vec::new();
         if let Decision::Answer(answer, writes) = &decision {
-            let mut events = self.apply(&mut *tx, writes).await?;
-            tx.commit().await?;
+            events = self.apply(tx, writes).await?;
             if let Intercept::Replay { effect_id, .. } = answer {
                 events.push(Event::EffectReplayed {
                     org: call.org.clone(),
@@ -209,9 +250,8 @@ impl Engine {
                     effect_id: *effect_id,
                 });
             }
-            self.published(events);
         }
-        Ok(decision)
+        Ok((decision, events))
     }
 
     /// Records a call that was refused before it was sent (an interceptor blocked it) as a
@@ -428,7 +468,11 @@ impl Engine {
     }
 
     /// Carries out the core's writes and names the events they make.
-    async fn apply(&self, tx: &mut dyn Tx, writes: &[Write]) -> Result<Vec<Event>, Error> {
+    pub(crate) async fn apply(
+        &self,
+        tx: &mut dyn Tx,
+        writes: &[Write],
+    ) -> Result<Vec<Event>, Error> {
         let mut events = Vec::new();
         for write in writes {
             match write {
@@ -441,13 +485,28 @@ impl Engine {
                         effect_id: e.id,
                         tool: e.tool.clone(),
                     });
-                    if e.state == EffectState::Rejected {
-                        events.push(Event::EffectRejected {
-                            org: e.org.clone(),
-                            session: e.session.clone(),
-                            effect_id: e.id,
-                            reason: e.error.clone().unwrap_or_default(),
-                        });
+                    // Recorded finished (a refusal, a read-only call after it ran).
+                    let (org, session, effect_id) = (e.org.clone(), e.session.clone(), e.id);
+                    let error = || e.error.clone().unwrap_or_default();
+                    match e.state {
+                        EffectState::Rejected => events.push(Event::EffectRejected {
+                            org,
+                            session,
+                            effect_id,
+                            reason: error(),
+                        }),
+                        EffectState::Committed => events.push(Event::EffectCommitted {
+                            org,
+                            session,
+                            effect_id,
+                        }),
+                        EffectState::Failed => events.push(Event::EffectFailed {
+                            org,
+                            session,
+                            effect_id,
+                            error: error(),
+                        }),
+                        _ => {}
                     }
                 }
                 Write::UpdateEffect(e) => {

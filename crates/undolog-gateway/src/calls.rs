@@ -12,7 +12,7 @@ use rmcp::{
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use undolog_engine::{Call, Intercept};
+use undolog_engine::{Call, Intercept, ReadOutcome};
 use undolog_types::{ApprovalId, ApprovalState, Args, EffectId, OrgId, SessionId, Tier, Timestamp};
 
 use undolog_interceptors::builtin::secrets::redact_value;
@@ -253,6 +253,28 @@ impl Gateway {
             }
         };
         let engine_call = call.to_engine(&session, policy);
+        // A read-only call changes nothing: it runs first and is recorded once, finished (one
+        // write, committed with whatever else is being written), unless it needs what only a
+        // record before it gives: an approval, a key or input round (replayed, told apart), a task.
+        if read_only
+            && !engine_call.policy.needs_approval()
+            && engine_call.idempotency_key.is_none()
+            && !caller.tasks
+            && !caller.in_task
+        {
+            self.engine.validate(&engine_call)?;
+            let run = Run {
+                upstream: route.upstream,
+                upstream_name: &route.name,
+                effect_id: EffectId::generate(),
+                read_only,
+                idempotent,
+                unrecorded: Some((&engine_call, self.engine.now())),
+                context: &context,
+                request_record: request_record.as_ref(),
+            };
+            return self.execute(&call, run, caller).await;
+        }
         let mut waited_for_approval = false;
         loop {
             let decision = self.intercept(&engine_call, &call, caller).await?;
@@ -287,6 +309,7 @@ impl Gateway {
                         effect_id,
                         read_only,
                         idempotent,
+                        unrecorded: None,
                         context: &context,
                         request_record: request_record.as_ref(),
                     };
@@ -484,6 +507,7 @@ impl Gateway {
             effect_id,
             read_only,
             idempotent,
+            unrecorded,
             context,
             request_record,
         } = run;
@@ -500,7 +524,7 @@ impl Gateway {
             .clone()
             .map(|requester| conn.relay.register(requester, params.meta.as_ref()));
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let send = || {
+        let send = async || {
             let sent = conn.send(
                 caller.era,
                 &caller.cancel,
@@ -508,8 +532,12 @@ impl Gateway {
                 request.clone(),
                 caller.upstream_meta.clone(),
             );
-            // The lease is renewed while the upstream works: it runs out only if this process dies.
-            self.engine.while_running(&call.org, effect_id, sent)
+            match unrecorded {
+                // Nothing recorded, so no lease to keep.
+                Some(_) => sent.await,
+                // The lease is renewed while the upstream works: it runs out only if we die.
+                None => self.engine.while_running(&call.org, effect_id, sent).await,
+            }
         };
         crash_points::crash_point("call::after_intent");
         let mut answer = send().await;
@@ -570,6 +598,21 @@ impl Gateway {
             Err(UpstreamError::Refused { error, .. }) => Outcome::Refused { effect_id, error },
             // Not sent: nothing ran. Recorded rejected, so an identical retry runs afresh once
             // the upstream is back (a failure would be replayed to it forever).
+            Err(UpstreamError::Unavailable { upstream, reason }) if unrecorded.is_some() => {
+                let verdicts = interceptors::verdicts(request_record, None);
+                let why = format!("upstream `{upstream}` cannot be reached: {reason}");
+                if let Some(refused) = self
+                    .record_read(unrecorded, effect_id, ReadOutcome::NotSent(why), verdicts)
+                    .await?
+                {
+                    return Ok(refused);
+                }
+                return Err(Error::NotSent {
+                    effect_id,
+                    upstream,
+                    reason,
+                });
+            }
             Err(UpstreamError::Unavailable { upstream, reason }) => {
                 let verdicts = interceptors::verdicts(request_record, None);
                 let recorded = self
@@ -603,29 +646,41 @@ impl Gateway {
         };
         crash_points::crash_point("call::before_commit");
         let verdicts = interceptors::verdicts(request_record, response_record.as_ref());
-        let recorded = record_outcome(
-            &self.engine,
-            &call.org,
-            effect_id,
-            &outcome,
-            verdicts.clone(),
-        )
-        .await;
-        // The tool has run (or failed) upstream: if the log cannot take the outcome, say so
-        // plainly, and keep trying to record it (the store may be back in a moment); until then
-        // the effect is pending, and in doubt for an operator once its lease ends.
-        if let Err(e) = recorded {
-            record_later(
-                self.engine.clone(),
-                call.org.clone(),
+        if unrecorded.is_some() {
+            // Read only: one record, finished. If the store cannot take it, nothing is recorded
+            // and a retry is harmless (503, as for any call the store refused).
+            let read = read_outcome(&outcome);
+            if let Some(refused) = self
+                .record_read(unrecorded, effect_id, read, verdicts)
+                .await?
+            {
+                return Ok(refused);
+            }
+        } else {
+            let recorded = record_outcome(
+                &self.engine,
+                &call.org,
                 effect_id,
-                outcome,
-                verdicts,
-            );
-            return Err(Error::OutcomeNotRecorded {
-                effect_id,
-                reason: e.to_string(),
-            });
+                &outcome,
+                verdicts.clone(),
+            )
+            .await;
+            // The tool has run (or failed) upstream: if the log cannot take the outcome, say so
+            // plainly, and keep trying to record it (the store may be back in a moment); until
+            // then the effect is pending, and in doubt for an operator once its lease ends.
+            if let Err(e) = recorded {
+                record_later(
+                    self.engine.clone(),
+                    call.org.clone(),
+                    effect_id,
+                    outcome,
+                    verdicts,
+                );
+                return Err(Error::OutcomeNotRecorded {
+                    effect_id,
+                    reason: e.to_string(),
+                });
+            }
         }
         crash_points::crash_point("call::before_reply");
         if let Some(error) = blocked {
@@ -684,10 +739,31 @@ impl Gateway {
             effect_id: run.effect_id,
             read_only: run.read_only,
             idempotent: run.idempotent,
+            unrecorded: None,
             context: &run.context,
             request_record: run.request_record.as_ref(),
         };
         self.execute(call, borrowed, caller).await
+    }
+
+    /// Records a read-only call sent without a record (`unrecorded`), finished; the refusal to
+    /// answer instead when its session closed meanwhile.
+    async fn record_read(
+        &self,
+        unrecorded: Option<(&Call, Timestamp)>,
+        effect_id: EffectId,
+        read: ReadOutcome,
+        verdicts: Option<Value>,
+    ) -> Result<Option<Outcome>, Error> {
+        let (call, started) = unrecorded.expect("only a call sent without a record");
+        let refused = self
+            .engine
+            .record_read(call.clone(), effect_id, started, read, verdicts)
+            .await?;
+        Ok(refused.map(|reason| Outcome::Rejected {
+            effect_id: None,
+            message: reason.message(),
+        }))
     }
 
     /// How the calls of the tool exposed as `tool` run as tasks.
@@ -718,8 +794,32 @@ struct Run<'a> {
     read_only: bool,
     /// Running it twice is harmless: a call whose answer was lost is sent once more.
     idempotent: bool,
+    /// A read-only call sent with no record before it (the engine call, and when it was sent):
+    /// it is recorded once, finished, after it ran.
+    unrecorded: Option<(&'a Call, Timestamp)>,
     context: &'a undolog_interceptors::InvocationContext,
     request_record: Option<&'a undolog_interceptors::ChainExecutionResult>,
+}
+
+/// How a read-only call without a record ended, for its one record.
+fn read_outcome(outcome: &Outcome) -> ReadOutcome {
+    match outcome {
+        Outcome::Executed { result, .. } => ReadOutcome::Answered(result.clone()),
+        Outcome::Failed { error, result, .. } => ReadOutcome::Failed {
+            error: error.clone(),
+            details: result.clone(),
+        },
+        Outcome::Refused { error, .. } => ReadOutcome::Failed {
+            error: format!("the upstream refused the call: {}", error.message),
+            details: Some(serde_json::json!({ "error": error })),
+        },
+        Outcome::InputRequired { result, .. } => ReadOutcome::InputRequired(result.clone()),
+        // An upstream task needs a record to follow; such calls are not sent unrecorded.
+        other => ReadOutcome::Failed {
+            error: format!("an answer a call sent without a record cannot follow: {other:?}"),
+            details: None,
+        },
+    }
 }
 
 /// Records how a call that was sent upstream ended.

@@ -19,6 +19,12 @@ pub trait Store: Send + Sync + Debug {
     /// A short name for logs and errors, such as `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
 
+    /// Whether the store runs one writing transaction at a time (SQLite's single writer): then
+    /// operations that arrive together are best carried out in one transaction, one commit.
+    fn one_writer_at_a_time(&self) -> bool {
+        false
+    }
+
     /// Hints between processes that share this store; `None` when one process owns it.
     fn notifications(&self) -> Option<Arc<dyn Notifications>> {
         None

@@ -125,6 +125,80 @@ pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Er
     Ok(Decision::Answer(answer, writes))
 }
 
+/// How a read-only call that ran without an intent record ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadOutcome {
+    /// The tool answered; this is its result.
+    Answered(serde_json::Value),
+    /// The tool failed; `details` is what it answered, when it did.
+    Failed {
+        error: String,
+        details: Option<serde_json::Value>,
+    },
+    /// The upstream asked the client for input first (its `input_required` answer).
+    InputRequired(serde_json::Value),
+    /// It could not be sent (its upstream was unreachable); this says why.
+    NotSent(String),
+}
+
+/// Records a read-only call after it ran, as one finished effect (`committed` or `failed`): a
+/// read-only call changes nothing, so nothing about it can be in doubt and it needs no record
+/// before it runs. `effect` is the id its caller chose when it sent the call at `started`.
+/// Refused when the session no longer takes calls (nothing is recorded then; the caller refuses
+/// the call).
+pub fn record_read(
+    call: &Call,
+    effect: EffectId,
+    started: Timestamp,
+    session: Option<Session>,
+    outcome: ReadOutcome,
+    verdicts: Option<serde_json::Value>,
+    now: Timestamp,
+) -> Result<Vec<Write>, Rejection> {
+    let mut session = match session {
+        Some(s) if s.state != SessionState::Active => {
+            return Err(Rejection::SessionClosed { state: s.state });
+        }
+        Some(s) => s,
+        None => new_session(call, now),
+    };
+    let (state, result, error) = match outcome {
+        ReadOutcome::Answered(result) => (EffectState::Committed, Some(result), None),
+        ReadOutcome::Failed { error, details } => (EffectState::Failed, details, Some(error)),
+        ReadOutcome::InputRequired(request) => (EffectState::InputRequired, Some(request), None),
+        ReadOutcome::NotSent(why) => (EffectState::Rejected, None, Some(why)),
+    };
+    let effect = Effect {
+        id: effect,
+        org: call.org.clone(),
+        session: call.session.clone(),
+        seq: session.next_seq,
+        tool: call.tool.clone(),
+        args: call.args.clone(),
+        step: call.step,
+        signature: call.signature(),
+        idempotency_key: call.idempotency_key.clone(),
+        tier: call.policy.tier,
+        compensation: None,
+        state,
+        result,
+        error,
+        verdicts,
+        approval: None,
+        lease: None,
+        created_at: started,
+        updated_at: now,
+        completed_at: Some(now),
+        resolved_by: None,
+    };
+    session.next_seq += 1;
+    session.updated_at = now;
+    Ok(vec![
+        Write::PutSession(session),
+        Write::InsertEffect(effect),
+    ])
+}
+
 /// Records a call refused before it was sent as a `rejected` effect (the next seq of its session,
 /// a new session if needed). `None` when the session no longer takes calls.
 pub fn reject(

@@ -7,7 +7,7 @@ mod lifecycle;
 mod runs;
 mod undo;
 
-pub use intercept::{Decision, InterceptView, decide_intercept, reject};
+pub use intercept::{Decision, InterceptView, ReadOutcome, decide_intercept, record_read, reject};
 pub use lifecycle::{
     Decider, Resolution, approve, await_input, commit, deny, doubt, expire, fail, not_sent,
     resolve_in_doubt, withdraw,

@@ -101,3 +101,113 @@ async fn a_lease_renewal_and_a_commit_of_one_effect_at_once_both_take_effect_in_
     assert_eq!(effect.state, EffectState::Committed);
     assert_eq!(effect.result, Some(json!({"ok": true})));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intercepts_made_at_once_each_hear_their_own_decision_and_a_bad_one_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(&dir).await;
+    // New calls, identical calls of one signature, and a key reused for another call.
+    engine
+        .intercept(transfer("keyed", 1).with_idempotency_key("k-1"))
+        .await
+        .unwrap();
+    let mut calls: Vec<undolog_engine::Call> = (0..SESSIONS)
+        .map(|n| transfer(&format!("s{n}"), n as i64))
+        .collect();
+    calls.extend((0..8).map(|_| transfer("same", 7)));
+    calls.push(transfer("keyed", 2).with_idempotency_key("k-1"));
+    let barrier = Arc::new(Barrier::new(calls.len()));
+    let tasks: Vec<_> = calls
+        .into_iter()
+        .map(|call| {
+            let (engine, barrier) = (engine.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let session = call.session.clone();
+                let answer = tokio::time::timeout(
+                    std::time::Duration::from_millis(500),
+                    engine.intercept(call),
+                )
+                .await;
+                (session, answer)
+            })
+        })
+        .collect();
+    let (mut executed, mut same_runs, mut same_waits, mut reused) = (0, 0, 0, 0);
+    for task in tasks {
+        match task.await.unwrap() {
+            (s, Ok(Ok(Intercept::Execute { .. }))) if s.as_str() == "same" => same_runs += 1,
+            (s, Err(_)) if s.as_str() == "same" => same_waits += 1, // waits for the one running
+            (_, Ok(Ok(Intercept::Execute { .. }))) => executed += 1,
+            (_, Ok(Err(Error::KeyReused { .. }))) => reused += 1,
+            other => panic!("unexpected answer: {other:?}"),
+        }
+    }
+    assert_eq!(executed, SESSIONS, "every new call runs");
+    assert_eq!((same_runs, same_waits), (1, 7), "identical calls run once");
+    assert_eq!(reused, 1, "the reused key is refused, alone");
+    let sessions = engine.sessions(&org()).await.unwrap();
+    assert_eq!(
+        sessions.len(),
+        SESSIONS + 2,
+        "every new call's session is recorded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_call_is_one_finished_record_and_a_closed_session_keeps_none() {
+    use undolog_engine::ReadOutcome;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(&dir).await;
+    let started = engine.now();
+    let cases = [
+        (
+            "answered",
+            ReadOutcome::Answered(json!({"balance": 100})),
+            EffectState::Committed,
+        ),
+        (
+            "failed",
+            ReadOutcome::Failed {
+                error: "no such account".into(),
+                details: None,
+            },
+            EffectState::Failed,
+        ),
+    ];
+    for (name, outcome, state) in cases {
+        let id = EffectId::generate();
+        let kept = engine
+            .record_read(get_balance(name), id, started, outcome, None)
+            .await
+            .unwrap();
+        assert_eq!(kept, None, "{name}");
+        let effect = engine.effect(&org(), id).await.unwrap();
+        assert_eq!(effect.state, state, "{name}");
+        assert_eq!(effect.created_at, started, "{name}: when it was sent");
+        assert!(
+            effect.lease.is_none(),
+            "{name}: nothing to be in doubt about"
+        );
+    }
+    engine
+        .close_session(&org(), &session("answered"))
+        .await
+        .unwrap();
+    let id = EffectId::generate();
+    let kept = engine
+        .record_read(
+            get_balance("answered"),
+            id,
+            started,
+            ReadOutcome::Answered(json!({})),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(kept, Some(undolog_engine::Rejection::SessionClosed { .. })),
+        "a closed session takes no calls: {kept:?}"
+    );
+    assert!(engine.effect(&org(), id).await.is_err(), "nothing recorded");
+}

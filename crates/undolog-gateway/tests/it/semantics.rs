@@ -201,3 +201,38 @@ async fn a_replayed_failure_is_the_tools_own_error_result_and_says_replayed() {
         "its blocks as they were, then the replay note"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_call_runs_every_time_and_is_recorded_once_finished() {
+    let bank = Bank::start().await;
+    let gw = gateway(&bank, "").await;
+    let balance = json!({"account": "alice"});
+    for _ in 0..2 {
+        let (status, body) = gw
+            .rest_call(None, "reads", "get_balance", balance.clone())
+            .await;
+        assert_eq!(
+            (status, body["outcome"].as_str()),
+            (200, Some("executed")),
+            "{body}"
+        );
+    }
+    let effects = gw.get("/v1/sessions/reads/effects").await;
+    let effects = effects.as_array().unwrap();
+    assert_eq!(effects.len(), 2, "each read is recorded: {effects:?}");
+    for effect in effects {
+        assert_eq!(effect["state"], "committed", "{effect}");
+        assert_eq!(effect["tier"], "read_only", "{effect}");
+        assert!(effect["lease"].is_null(), "never pending: {effect}");
+        assert_eq!(
+            effect["result"]["structuredContent"]["balance"], 100,
+            "{effect}"
+        );
+        assert!(
+            effect["created_at"].as_i64() <= effect["completed_at"].as_i64(),
+            "{effect}"
+        );
+    }
+    assert_eq!(effects[0]["seq"], 0);
+    assert_eq!(effects[1]["seq"], 1);
+}

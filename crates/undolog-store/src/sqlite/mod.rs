@@ -136,6 +136,10 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
+    fn one_writer_at_a_time(&self) -> bool {
+        true
+    }
+
     async fn insert_api_key(&self, key: &ApiKey) -> Result<()> {
         keys::insert(&self.pool, key).await
     }

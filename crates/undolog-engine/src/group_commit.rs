@@ -1,0 +1,262 @@
+//! Group commit of intercepts and read-only records, on a store that runs one writer at a time
+//! (SQLite). Each operation is a short read-decide-write; its cost is the COMMIT, which waits for
+//! the disk. Operations that arrive together are queued to one task, which carries out whatever
+//! has gathered in one transaction per org, one after another (each sees the writes of those
+//! before it), and commits once: one fsync for the batch. Each caller waits for the commit that
+//! carries its writes and then gets its own answer; nothing is answered before it is on disk.
+//!
+//! An operation refused on its own merits (an idempotency key reused, an illegal transition)
+//! writes nothing and answers its error; the batch goes on. A store error, or a COMMIT that fails,
+//! ends the batch with nothing written, and each of its operations is carried out again in a
+//! transaction of its own, so one bad write never fails its neighbours.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Weak},
+};
+
+use serde_json::Value;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use undolog_store::Tx;
+use undolog_types::{EffectId, LockKey, OrgId, Timestamp};
+
+use crate::{
+    Call, Engine, Error, Event, Rejection,
+    core::{self, Decision, ReadOutcome},
+    engine::Inner,
+};
+
+/// A read-only call that ran, to record as one finished effect.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadRecord {
+    pub(crate) call: Call,
+    pub(crate) effect: EffectId,
+    pub(crate) started: Timestamp,
+    pub(crate) outcome: ReadOutcome,
+    pub(crate) verdicts: Option<Value>,
+}
+
+/// One operation waiting for its batch, and where its answer goes.
+pub(crate) enum Op {
+    Intercept {
+        call: Box<Call>,
+        lock: LockKey,
+        done: oneshot::Sender<Result<Decision, Error>>,
+    },
+    Record {
+        record: Box<ReadRecord>,
+        done: oneshot::Sender<Result<Option<Rejection>, Error>>,
+    },
+}
+
+/// An operation's answer, before it is sent.
+enum Answer {
+    Decision(Decision),
+    Recorded(Option<Rejection>),
+}
+
+impl Op {
+    fn org(&self) -> &OrgId {
+        match self {
+            Op::Intercept { call, .. } => &call.org,
+            Op::Record { record, .. } => &record.call.org,
+        }
+    }
+
+    fn send(self, answer: Result<Answer, Error>) {
+        match self {
+            Op::Intercept { done, .. } => {
+                let _ = done.send(answer.map(|a| match a {
+                    Answer::Decision(d) => d,
+                    Answer::Recorded(_) => unreachable!("an intercept answers a decision"),
+                }));
+            }
+            Op::Record { done, .. } => {
+                let _ = done.send(answer.map(|a| match a {
+                    Answer::Recorded(r) => r,
+                    Answer::Decision(_) => unreachable!("a record answers whether it was kept"),
+                }));
+            }
+        }
+    }
+}
+
+/// Batches carried out at the same time: one commits while the next gathers.
+const BATCHES_IN_FLIGHT: usize = 2;
+/// The most operations one transaction carries.
+const MAX_BATCH: usize = 128;
+
+/// Queues the operation `make` builds around its answer channel, and waits for the answer.
+pub(crate) async fn submit<T>(
+    queue: &mpsc::UnboundedSender<Op>,
+    make: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Op,
+) -> Result<T, Error> {
+    let (done, answer) = oneshot::channel();
+    queue.send(make(done)).map_err(|_| Error::Stopped)?;
+    answer.await.unwrap_or(Err(Error::Stopped))
+}
+
+/// Starts the task; it ends when the engine is dropped.
+pub(crate) fn start(engine: Weak<Inner>) -> mpsc::UnboundedSender<Op> {
+    let (sender, mut queue) = mpsc::unbounded_channel::<Op>();
+    tokio::spawn(async move {
+        let permits = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+        while let Some(first) = queue.recv().await {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(op) => batch.push(op),
+                    Err(_) => break,
+                }
+            }
+            let Some(inner) = engine.upgrade() else {
+                break;
+            };
+            tokio::spawn(async move {
+                Engine::from_inner(inner).run_ops(batch).await;
+                drop(permit);
+            });
+        }
+    });
+    sender
+}
+
+impl Engine {
+    /// Records a read-only call after it ran, as one finished effect: it changes nothing, so it
+    /// needs no record before it runs and is never in doubt (a crash before this record loses
+    /// only the note that it was read). `effect` is the id chosen when it was sent, at `started`.
+    /// A rejection when the session no longer takes calls: nothing is recorded, and the caller
+    /// refuses the call.
+    pub async fn record_read(
+        &self,
+        call: Call,
+        effect: EffectId,
+        started: Timestamp,
+        outcome: ReadOutcome,
+        verdicts: Option<Value>,
+    ) -> Result<Option<Rejection>, Error> {
+        self.validate(&call)?;
+        let record = Box::new(ReadRecord {
+            call,
+            effect,
+            started,
+            outcome,
+            verdicts,
+        });
+        match &self.inner().batches {
+            Some(batches) => submit(batches, |done| Op::Record { record, done }).await,
+            None => {
+                let mut tx = self.begin(&record.call.org).await?;
+                let (kept, events) = self.record_in(&mut *tx, &record).await?;
+                tx.commit().await?;
+                self.published(events);
+                Ok(kept)
+            }
+        }
+    }
+
+    async fn run_ops(&self, batch: Vec<Op>) {
+        crate::crash_points::crash_point("engine::group_commit");
+        let mut by_org: HashMap<OrgId, Vec<Op>> = HashMap::new();
+        for op in batch {
+            by_org.entry(op.org().clone()).or_default().push(op);
+        }
+        for (org, ops) in by_org {
+            if ops.len() == 1 {
+                let op = ops.into_iter().next().expect("one");
+                let answer = self.run_op_alone(&op).await;
+                op.send(answer);
+                continue;
+            }
+            match self.run_ops_together(&org, &ops).await {
+                Ok(answers) => {
+                    for (op, answer) in ops.into_iter().zip(answers) {
+                        op.send(answer);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, ops = ops.len(), "a batch failed; each operation alone");
+                    for op in ops {
+                        let answer = self.run_op_alone(&op).await;
+                        op.send(answer);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every operation in one transaction, one commit. `Err` when the transaction failed
+    /// (nothing written); otherwise each operation's own answer, in order.
+    async fn run_ops_together(
+        &self,
+        org: &OrgId,
+        ops: &[Op],
+    ) -> Result<Vec<Result<Answer, Error>>, Error> {
+        let mut tx = self.begin(org).await?;
+        let mut answers = Vec::with_capacity(ops.len());
+        let mut events = Vec::new();
+        for op in ops {
+            match self.run_in(&mut *tx, op).await {
+                Ok((answer, made)) => {
+                    events.extend(made);
+                    answers.push(Ok(answer));
+                }
+                // The transaction may hold part of this operation's writes: start over.
+                Err(e @ Error::Store(_)) => return Err(e),
+                // Refused before it wrote anything: its own answer.
+                Err(e) => answers.push(Err(e)),
+            }
+        }
+        tx.commit().await?;
+        self.published(events);
+        Ok(answers)
+    }
+
+    /// One operation in a transaction of its own.
+    async fn run_op_alone(&self, op: &Op) -> Result<Answer, Error> {
+        let mut tx = self.begin(op.org()).await?;
+        let (answer, events) = self.run_in(&mut *tx, op).await?;
+        tx.commit().await?;
+        self.published(events);
+        Ok(answer)
+    }
+
+    async fn run_in(&self, tx: &mut dyn Tx, op: &Op) -> Result<(Answer, Vec<Event>), Error> {
+        match op {
+            Op::Intercept { call, lock, .. } => {
+                let (decision, events) = self.decide_in(tx, call, *lock).await?;
+                Ok((Answer::Decision(decision), events))
+            }
+            Op::Record { record, .. } => {
+                let (kept, events) = self.record_in(tx, record).await?;
+                Ok((Answer::Recorded(kept), events))
+            }
+        }
+    }
+
+    /// [`core::record_read`] in `tx`: nothing, or why it was not kept (the session is closed).
+    pub(crate) async fn record_in(
+        &self,
+        tx: &mut dyn Tx,
+        record: &ReadRecord,
+    ) -> Result<(Option<Rejection>, Vec<Event>), Error> {
+        let call = &record.call;
+        let session = tx.session(&call.session).await?;
+        let writes = core::record_read(
+            call,
+            record.effect,
+            record.started,
+            session,
+            record.outcome.clone(),
+            record.verdicts.clone(),
+            self.now(),
+        );
+        match writes {
+            Ok(writes) => Ok((None, self.apply(tx, &writes).await?)),
+            Err(rejection) => Ok((Some(rejection), Vec::new())),
+        }
+    }
+}
