@@ -67,7 +67,7 @@ impl Engine {
     /// Carries out a batch: per org, in rounds that each touch an effect at most once (a second
     /// update of the same effect must read what the first wrote).
     async fn run_batch(&self, batch: Vec<Update>) {
-        // The fault suite stops the process here: a batch taken, none of it committed.
+        // The fault suite stops the process here: outcomes taken, none of them committed.
         crate::crash_points::crash_point("engine::group_commit");
         let mut by_org: HashMap<OrgId, Vec<Update>> = HashMap::new();
         for update in batch {

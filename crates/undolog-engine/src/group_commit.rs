@@ -159,7 +159,8 @@ impl Engine {
     }
 
     async fn run_ops(&self, batch: Vec<Op>) {
-        crate::crash_points::crash_point("engine::group_commit");
+        // The fault suite stops the process here: intercepts taken, none of them committed.
+        crate::crash_points::crash_point("engine::intercept_batch");
         let mut by_org: HashMap<OrgId, Vec<Op>> = HashMap::new();
         for op in batch {
             by_org.entry(op.org().clone()).or_default().push(op);

@@ -403,6 +403,9 @@ async fn a_crash_at_every_step_of_a_call_loses_nothing_and_runs_nothing_twice() 
         ("call::after_intent", Heard::InDoubt, false),
         ("call::before_commit", Heard::InDoubt, true),
         ("call::before_reply", Heard::Acknowledged, true),
+        // Intents taken for their batch, none committed: nothing ran, the retry runs it once.
+        ("engine::intercept_batch", Heard::Acknowledged, true),
+        // Outcomes taken for their batch, none committed: ran, and in doubt.
         ("engine::group_commit", Heard::InDoubt, true),
     ];
     for (point, retry_hears, charged) in cases {
