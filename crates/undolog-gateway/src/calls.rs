@@ -598,34 +598,25 @@ impl Gateway {
             Err(UpstreamError::Refused { error, .. }) => Outcome::Refused { effect_id, error },
             // Not sent: nothing ran. Recorded rejected, so an identical retry runs afresh once
             // the upstream is back (a failure would be replayed to it forever).
-            Err(UpstreamError::Unavailable { upstream, reason }) if unrecorded.is_some() => {
-                let verdicts = interceptors::verdicts(request_record, None);
-                let why = format!("upstream `{upstream}` cannot be reached: {reason}");
-                if let Some(refused) = self
-                    .record_read(unrecorded, effect_id, ReadOutcome::NotSent(why), verdicts)
-                    .await?
-                {
-                    return Ok(refused);
-                }
-                return Err(Error::NotSent {
-                    effect_id,
-                    upstream,
-                    reason,
-                });
-            }
             Err(UpstreamError::Unavailable { upstream, reason }) => {
                 let verdicts = interceptors::verdicts(request_record, None);
-                let recorded = self
-                    .engine
-                    .not_sent(
-                        &call.org,
-                        effect_id,
-                        format!("upstream `{upstream}` cannot be reached: {reason}"),
-                        verdicts,
-                    )
-                    .await;
-                if let Err(e) = recorded {
-                    tracing::warn!(%effect_id, error = %e, "a call that was not sent could not be recorded");
+                let why = format!("upstream `{upstream}` cannot be reached: {reason}");
+                let refused = match unrecorded {
+                    Some(_) => {
+                        let read = ReadOutcome::NotSent(why);
+                        self.record_read(unrecorded, effect_id, read, verdicts)
+                            .await?
+                    }
+                    None => {
+                        let recorded = self.engine.not_sent(&call.org, effect_id, why, verdicts);
+                        if let Err(e) = recorded.await {
+                            tracing::warn!(%effect_id, error = %e, "a call not sent is not recorded");
+                        }
+                        None
+                    }
+                };
+                if let Some(refused) = refused {
+                    return Ok(refused); // its session closed meanwhile
                 }
                 return Err(Error::NotSent {
                     effect_id,
