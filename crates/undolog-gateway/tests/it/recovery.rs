@@ -245,6 +245,11 @@ async fn a_call_its_upstream_could_not_be_sent_is_503_rejected_and_runs_afresh_w
         .status()
         .unwrap();
     assert!(killed.success(), "the stdio bank was running");
+    // The first call may meet the dead process's pipe before the gateway saw it die (then it may
+    // have run, as far as anyone can tell: in doubt); the one after it finds no server to start.
+    let probe = json!({"from_account": "alice", "to_account": "bob", "amount": 1});
+    let (status, _) = gw.rest_call(None, "probe", "transfer", probe).await;
+    assert!(matches!(status, 502 | 503), "the bank is gone: {status}");
     let (status, body) = gw.rest_call(None, "s1", "transfer", transfer.clone()).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["code"], "upstream_unavailable", "{body}");
