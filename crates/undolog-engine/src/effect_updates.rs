@@ -10,10 +10,10 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Weak},
+    sync::Weak,
 };
 
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use undolog_store::Effect;
 use undolog_types::{EffectId, OrgId};
 
@@ -37,30 +37,14 @@ const MAX_BATCH: usize = 256;
 
 /// Starts the task; it ends when the engine is dropped.
 pub(crate) fn start(engine: Weak<Inner>) -> mpsc::UnboundedSender<Update> {
-    let (sender, mut queue) = mpsc::unbounded_channel::<Update>();
-    tokio::spawn(async move {
-        let permits = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
-        while let Some(first) = queue.recv().await {
-            let Ok(permit) = permits.clone().acquire_owned().await else {
-                break;
-            };
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match queue.try_recv() {
-                    Ok(update) => batch.push(update),
-                    Err(_) => break,
-                }
-            }
-            let Some(inner) = engine.upgrade() else {
-                break;
-            };
-            tokio::spawn(async move {
-                Engine::from_inner(inner).run_batch(batch).await;
-                drop(permit);
-            });
-        }
-    });
-    sender
+    crate::group_commit::batcher(
+        engine,
+        MAX_BATCH,
+        BATCHES_IN_FLIGHT,
+        |engine, batch| async move {
+            engine.run_batch(batch).await;
+        },
+    )
 }
 
 impl Engine {

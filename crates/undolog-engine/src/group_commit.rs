@@ -98,25 +98,51 @@ pub(crate) async fn submit<T>(
 
 /// Starts the task; it ends when the engine is dropped.
 pub(crate) fn start(engine: Weak<Inner>) -> mpsc::UnboundedSender<Op> {
-    let (sender, mut queue) = mpsc::unbounded_channel::<Op>();
+    batcher(
+        engine,
+        MAX_BATCH,
+        BATCHES_IN_FLIGHT,
+        |engine, batch| async move {
+            engine.run_ops(batch).await;
+        },
+    )
+}
+
+/// Starts a task that takes whatever has gathered on its queue (up to `max` items, at least one)
+/// and hands it to `run`, with at most `in_flight` batches at once: while they are busy, the next
+/// batch gathers. It ends when the engine is dropped.
+pub(crate) fn batcher<T, Run, Done>(
+    engine: Weak<Inner>,
+    max: usize,
+    in_flight: usize,
+    run: Run,
+) -> mpsc::UnboundedSender<T>
+where
+    T: Send + 'static,
+    Run: Fn(Engine, Vec<T>) -> Done + Send + Sync + 'static,
+    Done: Future<Output = ()> + Send + 'static,
+{
+    let (sender, mut queue) = mpsc::unbounded_channel::<T>();
+    let run = Arc::new(run);
     tokio::spawn(async move {
-        let permits = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+        let permits = Arc::new(Semaphore::new(in_flight));
         while let Some(first) = queue.recv().await {
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 break;
             };
             let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
+            while batch.len() < max {
                 match queue.try_recv() {
-                    Ok(op) => batch.push(op),
+                    Ok(item) => batch.push(item),
                     Err(_) => break,
                 }
             }
             let Some(inner) = engine.upgrade() else {
                 break;
             };
+            let done = run(Engine::from_inner(inner), batch);
             tokio::spawn(async move {
-                Engine::from_inner(inner).run_ops(batch).await;
+                done.await;
                 drop(permit);
             });
         }

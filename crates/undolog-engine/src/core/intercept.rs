@@ -155,6 +155,30 @@ pub fn record_read(
     verdicts: Option<serde_json::Value>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Rejection> {
+    let ended = match outcome {
+        ReadOutcome::Answered(result) => (EffectState::Committed, Some(result), None),
+        ReadOutcome::Failed { error, details } => (EffectState::Failed, details, Some(error)),
+        ReadOutcome::InputRequired(request) => (EffectState::InputRequired, Some(request), None),
+        ReadOutcome::NotSent(why) => (EffectState::Rejected, None, Some(why)),
+    };
+    finished(call, effect, session, ended, verdicts, started, now)
+}
+
+/// How a call that is over ended: its state, result and error.
+type Ended = (EffectState, Option<serde_json::Value>, Option<String>);
+
+/// Records a call that is already over (refused before it was sent, or read-only and run) as one
+/// effect at the next seq of its session, a new session if needed; refused when the session no
+/// longer takes calls.
+fn finished(
+    call: &Call,
+    id: EffectId,
+    session: Option<Session>,
+    (state, result, error): Ended,
+    verdicts: Option<serde_json::Value>,
+    started: Timestamp,
+    now: Timestamp,
+) -> Result<Vec<Write>, Rejection> {
     let mut session = match session {
         Some(s) if s.state != SessionState::Active => {
             return Err(Rejection::SessionClosed { state: s.state });
@@ -162,14 +186,8 @@ pub fn record_read(
         Some(s) => s,
         None => new_session(call, now),
     };
-    let (state, result, error) = match outcome {
-        ReadOutcome::Answered(result) => (EffectState::Committed, Some(result), None),
-        ReadOutcome::Failed { error, details } => (EffectState::Failed, details, Some(error)),
-        ReadOutcome::InputRequired(request) => (EffectState::InputRequired, Some(request), None),
-        ReadOutcome::NotSent(why) => (EffectState::Rejected, None, Some(why)),
-    };
     let effect = Effect {
-        id: effect,
+        id,
         org: call.org.clone(),
         session: call.session.clone(),
         seq: session.next_seq,
@@ -179,7 +197,7 @@ pub fn record_read(
         signature: call.signature(),
         idempotency_key: call.idempotency_key.clone(),
         tier: call.policy.tier,
-        compensation: None,
+        compensation: call.policy.compensation.clone(),
         state,
         result,
         error,
@@ -208,41 +226,10 @@ pub fn reject(
     verdicts: Option<serde_json::Value>,
     now: Timestamp,
 ) -> Option<(EffectId, Vec<Write>)> {
-    let mut session = match session {
-        Some(s) if s.state != SessionState::Active => return None,
-        Some(s) => s,
-        None => new_session(call, now),
-    };
-    let effect = Effect {
-        id: EffectId::generate(),
-        org: call.org.clone(),
-        session: call.session.clone(),
-        seq: session.next_seq,
-        tool: call.tool.clone(),
-        args: call.args.clone(),
-        step: call.step,
-        signature: call.signature(),
-        idempotency_key: call.idempotency_key.clone(),
-        tier: call.policy.tier,
-        compensation: call.policy.compensation.clone(),
-        state: EffectState::Rejected,
-        result: None,
-        error: Some(reason),
-        verdicts,
-        approval: None,
-        lease: None,
-        created_at: now,
-        updated_at: now,
-        completed_at: Some(now),
-        resolved_by: None,
-    };
-    session.next_seq += 1;
-    session.updated_at = now;
-    let id = effect.id;
-    Some((
-        id,
-        vec![Write::PutSession(session), Write::InsertEffect(effect)],
-    ))
+    let id = EffectId::generate();
+    let ended = (EffectState::Rejected, None, Some(reason));
+    let writes = finished(call, id, session, ended, verdicts, now, now).ok()?;
+    Some((id, writes))
 }
 
 /// The decision when an earlier effect matches, or `None` when a new effect should be recorded.
