@@ -26,11 +26,13 @@ pub struct UndoPlan {
 /// Orders the compensations of a session: the undo stack from the top, skipping what is already
 /// compensated; a step whose compensation failed before is tried again.
 pub fn plan_undo(undo_stack: &[EffectId], effects: &[Effect]) -> UndoPlan {
-    let by_id = |id: &EffectId| effects.iter().find(|e| e.id == *id);
+    // One pass to index the effects: a session's undo is planned again at every step.
+    let by_id: std::collections::HashMap<&EffectId, &Effect> =
+        effects.iter().map(|e| (&e.id, e)).collect();
     let steps = undo_stack
         .iter()
         .rev()
-        .filter_map(by_id)
+        .filter_map(|id| by_id.get(id).copied())
         .filter(|e| {
             matches!(
                 e.state,
