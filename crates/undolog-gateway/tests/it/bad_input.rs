@@ -44,7 +44,10 @@ async fn raw(gw: &TestGateway, path: &str, body: &str, headers: &[(&str, &str)])
         .http
         .post(format!("{}{path}", gw.base))
         .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json");
+        .header("content-type", "application/json")
+        // A refused request may end its connection (413 before the body is read); a fresh one
+        // each time keeps the next request from meeting a connection the gateway has closed.
+        .header("connection", "close");
     for (k, v) in headers {
         request = request.header(*k, *v);
     }
