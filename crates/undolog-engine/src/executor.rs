@@ -18,9 +18,8 @@ use crate::{Engine, Error};
 /// Whether the store takes this executor's writes, as its heartbeats found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Health {
-    /// The last heartbeat reached the store (or none was due yet).
-    pub ready: bool,
-    /// Why not, when not ready: the store's error.
+    /// Why the last heartbeat did not reach the store (its error); `None` while it did, or
+    /// none was due yet.
     pub reason: Option<String>,
     /// When the store last took a heartbeat.
     pub last_beat: Option<Timestamp>,
@@ -29,7 +28,6 @@ pub struct Health {
 impl Health {
     pub(crate) fn starting() -> Health {
         Health {
-            ready: true,
             reason: None,
             last_beat: None,
         }
@@ -112,13 +110,11 @@ impl Engine {
             match &result {
                 Ok(_) => {
                     *health = Health {
-                        ready: true,
                         reason: None,
                         last_beat: Some(now),
                     };
                 }
                 Err(e) => {
-                    health.ready = false;
                     health.reason = Some(e.to_string());
                 }
             }
