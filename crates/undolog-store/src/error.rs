@@ -21,12 +21,18 @@ pub enum Error {
     )]
     Aborted,
     #[error("the database failed: {0}; check that it is reachable and has disk space, then retry")]
-    Database(#[source] sqlx::Error),
+    Database(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Error {
-        Error::Database(e)
+        Error::Database(Box::new(e))
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Error {
+        Error::Database(Box::new(e))
     }
 }
 

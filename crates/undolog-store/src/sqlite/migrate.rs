@@ -1,7 +1,8 @@
 //! Schema migrations, applied in order at start-up, each in its own transaction.
 
-use sqlx::{Row, SqlitePool};
+use rusqlite::{Connection, params};
 
+use super::connection::Shared;
 use crate::{Error, Result};
 
 /// Every migration this binary knows, by version.
@@ -13,44 +14,47 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("0005_executors.sql")),
 ];
 
-pub(super) async fn apply(pool: &SqlitePool) -> Result<()> {
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-    )
-    .execute(pool)
+pub(super) async fn apply(conn: &Shared) -> Result<()> {
+    let mut held = conn.take().await;
+    Shared::with(&mut held, |conn| {
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_migrations \
+             (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+        )
+    })
     .await?;
     let supported = MIGRATIONS.last().map_or(0, |(v, _)| *v);
-    let found = current_version(pool).await?;
+    let found = Shared::with(&mut held, current_version).await?;
     if found > supported {
         return Err(Error::SchemaTooNew { found, supported });
     }
     for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        // Another process may have migrated while this one waited for the lock.
-        let now: i64 = sqlx::query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get(0)?;
-        if now >= version {
-            continue;
+        let applied = Shared::with(&mut held, |conn| {
+            let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+            // Another process may have migrated while this one waited for the lock.
+            if current_version(&tx)? >= version {
+                return Ok(false);
+            }
+            tx.execute_batch(sql)?;
+            tx.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                params![version, undolog_types::Timestamp::now().as_millis()],
+            )?;
+            tx.commit()?;
+            Ok(true)
+        })
+        .await?;
+        if applied {
+            tracing::info!(version, "applied schema migration");
         }
-        sqlx::raw_sql(sql).execute(&mut *tx).await?;
-        sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)")
-            .bind(version)
-            .bind(undolog_types::Timestamp::now().as_millis())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        tracing::info!(version, "applied schema migration");
     }
     Ok(())
 }
 
-pub(super) async fn current_version(pool: &SqlitePool) -> Result<i64> {
-    Ok(
-        sqlx::query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
-            .fetch_one(pool)
-            .await?
-            .try_get(0)?,
+pub(super) fn current_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |row| row.get(0),
     )
 }

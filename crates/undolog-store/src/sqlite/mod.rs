@@ -4,6 +4,7 @@
 //! transactions never interleave, so [`crate::Tx::lock`] needs no lock of its own, and a
 //! read-then-write transaction can never fail on a stale snapshot.
 
+mod connection;
 mod executors;
 mod immediate;
 mod keys;
@@ -11,15 +12,13 @@ mod migrate;
 mod rows;
 mod tx;
 
-use std::{path::PathBuf, str::FromStr, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use async_trait::async_trait;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
 use undolog_types::{OrgId, Timestamp};
 
-use crate::{ApiKey, Beat, BeatReport, Error, Result, Store, Tx};
+use crate::{ApiKey, Beat, BeatReport, Result, Store, Tx};
+use connection::Shared;
 
 /// When SQLite syncs the write-ahead log to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -37,9 +36,8 @@ pub struct SqliteOptions {
     /// The database file; `None` keeps everything in memory (tests).
     pub path: Option<PathBuf>,
     pub synchronous: Synchronous,
-    /// How long a transaction waits for SQLite's write lock before it fails.
+    /// How long a transaction waits for another process's hold on the database before it fails.
     pub busy_timeout: Duration,
-    pub max_connections: u32,
 }
 
 impl SqliteOptions {
@@ -55,63 +53,23 @@ impl SqliteOptions {
             path: None,
             synchronous: Synchronous::Full,
             busy_timeout: Duration::from_secs(30),
-            // SQLite admits one writer at a time, and every transaction here writes. With one
-            // connection, waiting writers queue in the pool in order; with several, they spin in
-            // SQLite's busy handler, whose sleeps make a long tail (measured through the gateway
-            // at 16 sessions: p99 198 ms with 8 connections, 44 ms with 1, same throughput).
-            max_connections: 1,
         }
     }
 }
 
-/// The embedded effect log.
+/// The embedded effect log, on one connection: SQLite admits one writer at a time, and every
+/// transaction here writes, so callers queue for the connection in order.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    conn: Shared,
 }
 
 impl SqliteStore {
     /// Opens (creating if needed) the database and applies pending migrations.
     pub async fn open(options: SqliteOptions) -> Result<SqliteStore> {
-        let shown = options
-            .path
-            .as_ref()
-            .map_or("memory".to_owned(), |p| p.display().to_string());
-        let open_error = |e: sqlx::Error| Error::Open {
-            url: shown.clone(),
-            reason: e.to_string(),
-        };
-        let (connect, max_connections) = match &options.path {
-            Some(path) => (
-                SqliteConnectOptions::new()
-                    .filename(path)
-                    .create_if_missing(true),
-                options.max_connections,
-            ),
-            // Each in-memory connection is its own database: keep exactly one.
-            None => (
-                SqliteConnectOptions::from_str("sqlite::memory:").map_err(open_error)?,
-                1,
-            ),
-        };
-        let connect = connect
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(match options.synchronous {
-                Synchronous::Full => SqliteSynchronous::Full,
-                Synchronous::Normal => SqliteSynchronous::Normal,
-            })
-            .busy_timeout(options.busy_timeout)
-            .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(max_connections)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(connect)
-            .await
-            .map_err(open_error)?;
-        migrate::apply(&pool).await?;
-        Ok(SqliteStore { pool })
+        let conn = Shared::open(options)?;
+        migrate::apply(&conn).await?;
+        Ok(SqliteStore { conn })
     }
 
     /// A fresh in-memory store.
@@ -121,14 +79,15 @@ impl SqliteStore {
 
     /// The schema version this database is at.
     pub async fn schema_version(&self) -> Result<i64> {
-        migrate::current_version(&self.pool).await
+        let mut held = self.conn.take().await;
+        Shared::with(&mut held, migrate::current_version).await
     }
 }
 
 #[async_trait]
 impl Store for SqliteStore {
     async fn begin(&self, org: &OrgId) -> Result<Box<dyn Tx>> {
-        let tx = immediate::Immediate::begin(&self.pool).await?;
+        let tx = immediate::Immediate::begin(&self.conn).await?;
         Ok(Box::new(tx::SqliteTx::new(tx, org.clone())))
     }
 
@@ -141,29 +100,29 @@ impl Store for SqliteStore {
     }
 
     async fn insert_api_key(&self, key: &ApiKey) -> Result<()> {
-        keys::insert(&self.pool, key).await
+        keys::insert(&self.conn, key).await
     }
 
     async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKey>> {
-        keys::by_hash(&self.pool, hash).await
+        keys::by_hash(&self.conn, hash).await
     }
 
     async fn has_api_keys(&self) -> Result<bool> {
-        keys::any(&self.pool).await
+        keys::any(&self.conn).await
     }
 
     async fn api_keys(&self, org: Option<&OrgId>) -> Result<Vec<ApiKey>> {
-        keys::list(&self.pool, org).await
+        keys::list(&self.conn, org).await
     }
 
     async fn revoke_api_key(&self, id: &str, at: Timestamp) -> Result<Option<ApiKey>> {
-        keys::revoke(&self.pool, id, at).await
+        keys::revoke(&self.conn, id, at).await
     }
 
     async fn beat(&self, beat: &Beat<'_>) -> Result<BeatReport> {
-        let mut tx = immediate::Immediate::begin(&self.pool).await?;
-        let report = executors::beat(&mut tx, beat).await?;
-        tx.commit().await?;
+        let mut tx = immediate::Immediate::begin(&self.conn).await?;
+        let report = executors::beat(tx.conn()?, beat)?;
+        tx.commit()?;
         Ok(report)
     }
 }

@@ -1,15 +1,15 @@
 //! How SQLite rows hand over their columns; the records are built in [`crate::rows`].
 
-use sqlx::{Row, sqlite::SqliteRow};
+use rusqlite::Row;
 
 use crate::{Result, rows::Columns};
 
-impl Columns for SqliteRow {
+impl Columns for Row<'_> {
     fn text_opt(&self, column: &str) -> Result<Option<String>> {
-        Ok(self.try_get(column)?)
+        Ok(self.get(column)?)
     }
 
     fn int_opt(&self, column: &str) -> Result<Option<i64>> {
-        Ok(self.try_get(column)?)
+        Ok(self.get(column)?)
     }
 }

@@ -1,12 +1,14 @@
 //! One `BEGIN IMMEDIATE` transaction, bound to one org.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
-use sqlx::sqlite::SqliteRow;
+use rusqlite::{Row, ToSql, params};
 use undolog_types::{
     ApprovalId, ApprovalState, EffectId, LockKey, OrgId, SessionId, Signature, Timestamp,
 };
 
-use super::immediate::Immediate;
+use super::{connection::is_unique_violation, immediate::Immediate};
 use crate::{
     Approval, Effect, Error, Result, Session, Snapshot, Tx,
     rows::{self, APPROVAL_COLUMNS, EFFECT_COLUMNS, SESSION_COLUMNS},
@@ -22,34 +24,93 @@ impl SqliteTx {
         SqliteTx { tx, org }
     }
 
-    async fn fetch_all<T>(
+    /// Runs a query with the org as its first parameter and `binds` after it.
+    fn fetch_all<T>(
         &mut self,
         sql: &str,
-        binds: &[&str],
-        map: fn(&SqliteRow) -> Result<T>,
+        binds: &[&dyn ToSql],
+        map: fn(&Row<'_>) -> Result<T>,
     ) -> Result<Vec<T>> {
-        let sql = sqlx::AssertSqlSafe(sql.to_owned());
-        let mut query = sqlx::query(sql).bind(self.org.as_str().to_owned());
-        for b in binds {
-            query = query.bind((*b).to_owned());
+        let org = self.org.as_str().to_owned();
+        let mut params: Vec<&dyn ToSql> = Vec::with_capacity(binds.len() + 1);
+        params.push(&org);
+        params.extend_from_slice(binds);
+        let mut statement = self.tx.conn()?.prepare_cached(sql)?;
+        let mut rows = statement.query(params.as_slice())?;
+        let mut found = Vec::new();
+        while let Some(row) = rows.next()? {
+            found.push(map(row)?);
         }
-        query
-            .fetch_all(&mut *self.tx)
-            .await?
-            .iter()
-            .map(map)
-            .collect()
+        Ok(found)
     }
 
-    async fn fetch_optional<T>(
+    fn fetch_optional<T>(
         &mut self,
         sql: &str,
-        binds: &[&str],
-        map: fn(&SqliteRow) -> Result<T>,
+        binds: &[&dyn ToSql],
+        map: fn(&Row<'_>) -> Result<T>,
     ) -> Result<Option<T>> {
-        Ok(self.fetch_all(sql, binds, map).await?.into_iter().next())
+        Ok(self.fetch_all(sql, binds, map)?.into_iter().next())
+    }
+
+    /// Runs a write; how many rows it changed.
+    fn execute(&mut self, sql: &str, params: &[&dyn ToSql]) -> Result<usize> {
+        Ok(self.tx.conn()?.prepare_cached(sql)?.execute(params)?)
     }
 }
+
+/// The statements whose columns are spelled once in [`crate::rows`], built once.
+macro_rules! select {
+    ($name:ident, $($part:expr),+ $(,)?) => {
+        static $name: LazyLock<String> = LazyLock::new(|| [$($part),+].concat());
+    };
+}
+select!(SESSION, "SELECT ", SESSION_COLUMNS, " FROM sessions WHERE org = ? AND id = ?");
+select!(SESSIONS, "SELECT ", SESSION_COLUMNS, " FROM sessions WHERE org = ? ORDER BY created_at, id");
+select!(
+    LATEST_RUN,
+    "SELECT ",
+    SESSION_COLUMNS,
+    " FROM sessions WHERE org = ? AND run_of = ? ORDER BY created_at DESC, id DESC LIMIT 1"
+);
+select!(EFFECT, "SELECT ", EFFECT_COLUMNS, " FROM effects WHERE org = ? AND id = ?");
+select!(
+    BY_SIGNATURE,
+    "SELECT ",
+    EFFECT_COLUMNS,
+    " FROM effects WHERE org = ? AND signature = ? ORDER BY seq DESC LIMIT 1"
+);
+select!(
+    BY_KEY,
+    "SELECT ",
+    EFFECT_COLUMNS,
+    " FROM effects WHERE org = ? AND idempotency_key = ? ORDER BY created_at DESC, id DESC LIMIT 1"
+);
+select!(
+    SESSION_EFFECTS,
+    "SELECT ",
+    EFFECT_COLUMNS,
+    " FROM effects WHERE org = ? AND session = ? ORDER BY seq"
+);
+select!(
+    EXPIRED,
+    "SELECT ",
+    EFFECT_COLUMNS,
+    " FROM effects WHERE org = ? AND state = 'pending' AND lease_expires_at <= ? ORDER BY created_at, id"
+);
+select!(APPROVAL, "SELECT ", APPROVAL_COLUMNS, " FROM approvals WHERE org = ? AND id = ?");
+select!(
+    APPROVALS_IN,
+    "SELECT ",
+    APPROVAL_COLUMNS,
+    " FROM approvals WHERE org = ? AND state = ? ORDER BY requested_at, id"
+);
+select!(
+    APPROVALS,
+    "SELECT ",
+    APPROVAL_COLUMNS,
+    " FROM approvals WHERE org = ? ORDER BY requested_at, id"
+);
 
 #[async_trait]
 impl Tx for SqliteTx {
@@ -58,134 +119,118 @@ impl Tx for SqliteTx {
     }
 
     async fn session(&mut self, id: &SessionId) -> Result<Option<Session>> {
-        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE org = ? AND id = ?");
-        self.fetch_optional(&sql, &[id.as_str()], rows::session)
-            .await
+        self.fetch_optional(&SESSION, &[&id.as_str()], |row| rows::session(row))
     }
 
     async fn put_session(&mut self, s: &Session) -> Result<()> {
-        sqlx::query(
+        let org = self.org.as_str().to_owned();
+        self.execute(
             "INSERT INTO sessions (org, id, state, next_seq, failed_effect, undo_holder, \
              undo_expires_at, run_of, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (org, id) DO UPDATE SET state = excluded.state, next_seq = excluded.next_seq, \
              failed_effect = excluded.failed_effect, undo_holder = excluded.undo_holder, \
              undo_expires_at = excluded.undo_expires_at, updated_at = excluded.updated_at",
-        )
-        .bind(self.org.as_str())
-        .bind(s.id.as_str())
-        .bind(s.state.as_str())
-        .bind(s.next_seq)
-        .bind(s.failed_effect.map(|e| e.to_string()))
-        .bind(s.undo_claim.as_ref().map(|c| c.holder.clone()))
-        .bind(s.undo_claim.as_ref().map(|c| c.expires_at.as_millis()))
-        .bind(&s.run_of)
-        .bind(s.created_at.as_millis())
-        .bind(s.updated_at.as_millis())
-        .execute(&mut *self.tx)
-        .await?;
+            params![
+                org,
+                s.id.as_str(),
+                s.state.as_str(),
+                s.next_seq,
+                s.failed_effect.map(|e| e.to_string()),
+                s.undo_claim.as_ref().map(|c| c.holder.as_str()),
+                s.undo_claim.as_ref().map(|c| c.expires_at.as_millis()),
+                s.run_of,
+                s.created_at.as_millis(),
+                s.updated_at.as_millis(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn sessions(&mut self) -> Result<Vec<Session>> {
-        let sql =
-            format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE org = ? ORDER BY created_at, id");
-        self.fetch_all(&sql, &[], rows::session).await
+        self.fetch_all(&SESSIONS, &[], |row| rows::session(row))
     }
 
     async fn latest_run(&mut self, principal: &str) -> Result<Option<Session>> {
-        let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = ? AND run_of = ? \
-             ORDER BY created_at DESC, id DESC LIMIT 1"
-        );
-        self.fetch_optional(&sql, &[principal], rows::session).await
+        self.fetch_optional(&LATEST_RUN, &[&principal], |row| rows::session(row))
     }
 
     async fn effect(&mut self, id: EffectId) -> Result<Option<Effect>> {
-        let sql = format!("SELECT {EFFECT_COLUMNS} FROM effects WHERE org = ? AND id = ?");
-        self.fetch_optional(&sql, &[&id.to_string()], rows::effect)
-            .await
+        self.fetch_optional(&EFFECT, &[&id.to_string()], |row| rows::effect(row))
     }
 
     async fn latest_effect_by_signature(
         &mut self,
         signature: &Signature,
     ) -> Result<Option<Effect>> {
-        let sql = format!(
-            "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = ? AND signature = ? ORDER BY seq DESC LIMIT 1"
-        );
-        self.fetch_optional(&sql, &[signature.as_str()], rows::effect)
-            .await
+        self.fetch_optional(&BY_SIGNATURE, &[&signature.as_str()], |row| rows::effect(row))
     }
 
     async fn latest_effect_by_key(&mut self, key: &str) -> Result<Option<Effect>> {
-        let sql = format!(
-            "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = ? AND idempotency_key = ? \
-             ORDER BY created_at DESC, id DESC LIMIT 1"
-        );
-        self.fetch_optional(&sql, &[key], rows::effect).await
+        self.fetch_optional(&BY_KEY, &[&key], |row| rows::effect(row))
     }
 
     async fn insert_effect(&mut self, e: &Effect) -> Result<()> {
-        let result = sqlx::query(
+        let org = self.org.as_str().to_owned();
+        let result = self.execute(
             "INSERT INTO effects (id, org, session, seq, tool, args, step, signature, idempotency_key, \
              tier, compensation, state, result, error, approval, lease_holder, lease_expires_at, \
              created_at, updated_at, completed_at, resolved_by, verdicts) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(e.id.to_string())
-        .bind(self.org.as_str())
-        .bind(e.session.as_str())
-        .bind(e.seq)
-        .bind(&e.tool)
-        .bind(e.args.canonical())
-        .bind(e.step.map(|s| s as i64))
-        .bind(e.signature.as_str())
-        .bind(&e.idempotency_key)
-        .bind(e.tier.as_str())
-        .bind(e.compensation.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(e.state.as_str())
-        .bind(e.result.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(&e.error)
-        .bind(e.approval.map(|a| a.to_string()))
-        .bind(e.lease.as_ref().map(|l| l.holder.clone()))
-        .bind(e.lease.as_ref().map(|l| l.expires_at.as_millis()))
-        .bind(e.created_at.as_millis())
-        .bind(e.updated_at.as_millis())
-        .bind(e.completed_at.map(Timestamp::as_millis))
-        .bind(&e.resolved_by)
-        .bind(e.verdicts.as_ref().map(serde_json::to_string).transpose()?)
-        .execute(&mut *self.tx)
-        .await;
+            params![
+                e.id.to_string(),
+                org,
+                e.session.as_str(),
+                e.seq,
+                e.tool,
+                e.args.canonical(),
+                e.step.map(|s| s as i64),
+                e.signature.as_str(),
+                e.idempotency_key,
+                e.tier.as_str(),
+                e.compensation.as_ref().map(serde_json::to_string).transpose()?,
+                e.state.as_str(),
+                e.result.as_ref().map(serde_json::to_string).transpose()?,
+                e.error,
+                e.approval.map(|a| a.to_string()),
+                e.lease.as_ref().map(|l| l.holder.as_str()),
+                e.lease.as_ref().map(|l| l.expires_at.as_millis()),
+                e.created_at.as_millis(),
+                e.updated_at.as_millis(),
+                e.completed_at.map(Timestamp::as_millis),
+                e.resolved_by,
+                e.verdicts.as_ref().map(serde_json::to_string).transpose()?,
+            ],
+        );
         match result {
-            Ok(_) => Ok(()),
-            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+            Err(error) if is_unique_violation(&error) => {
                 Err(Error::AlreadyExists(format!("effect {}", e.id)))
             }
-            Err(other) => Err(other.into()),
+            other => other.map(drop),
         }
     }
 
     async fn update_effect(&mut self, e: &Effect) -> Result<()> {
-        let done = sqlx::query(
+        let org = self.org.as_str().to_owned();
+        let changed = self.execute(
             "UPDATE effects SET state = ?, result = ?, error = ?, approval = ?, lease_holder = ?, \
              lease_expires_at = ?, updated_at = ?, completed_at = ?, resolved_by = ?, verdicts = ? \
              WHERE org = ? AND id = ?",
-        )
-        .bind(e.state.as_str())
-        .bind(e.result.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(&e.error)
-        .bind(e.approval.map(|a| a.to_string()))
-        .bind(e.lease.as_ref().map(|l| l.holder.clone()))
-        .bind(e.lease.as_ref().map(|l| l.expires_at.as_millis()))
-        .bind(e.updated_at.as_millis())
-        .bind(e.completed_at.map(Timestamp::as_millis))
-        .bind(&e.resolved_by)
-        .bind(e.verdicts.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(self.org.as_str())
-        .bind(e.id.to_string())
-        .execute(&mut *self.tx)
-        .await?;
-        if done.rows_affected() == 0 {
+            params![
+                e.state.as_str(),
+                e.result.as_ref().map(serde_json::to_string).transpose()?,
+                e.error,
+                e.approval.map(|a| a.to_string()),
+                e.lease.as_ref().map(|l| l.holder.as_str()),
+                e.lease.as_ref().map(|l| l.expires_at.as_millis()),
+                e.updated_at.as_millis(),
+                e.completed_at.map(Timestamp::as_millis),
+                e.resolved_by,
+                e.verdicts.as_ref().map(serde_json::to_string).transpose()?,
+                org,
+                e.id.to_string(),
+            ],
+        )?;
+        if changed == 0 {
             return Err(Error::NotFound {
                 what: "effect",
                 id: e.id.to_string(),
@@ -195,69 +240,56 @@ impl Tx for SqliteTx {
     }
 
     async fn session_effects(&mut self, session: &SessionId) -> Result<Vec<Effect>> {
-        let sql = format!(
-            "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = ? AND session = ? ORDER BY seq"
-        );
-        self.fetch_all(&sql, &[session.as_str()], rows::effect)
-            .await
+        self.fetch_all(&SESSION_EFFECTS, &[&session.as_str()], |row| rows::effect(row))
     }
 
     async fn expired_leases(&mut self, now: Timestamp) -> Result<Vec<Effect>> {
-        let sql = format!(
-            "SELECT {EFFECT_COLUMNS} FROM effects WHERE org = ? AND state = 'pending' \
-             AND lease_expires_at <= ? ORDER BY created_at, id"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(self.org.as_str())
-            .bind(now.as_millis())
-            .fetch_all(&mut *self.tx)
-            .await?;
-        rows.iter().map(rows::effect).collect()
+        self.fetch_all(&EXPIRED, &[&now.as_millis()], |row| rows::effect(row))
     }
 
     async fn approval(&mut self, id: ApprovalId) -> Result<Option<Approval>> {
-        let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE org = ? AND id = ?");
-        self.fetch_optional(&sql, &[&id.to_string()], rows::approval)
-            .await
+        self.fetch_optional(&APPROVAL, &[&id.to_string()], |row| rows::approval(row))
     }
 
     async fn insert_approval(&mut self, a: &Approval) -> Result<()> {
-        sqlx::query(
+        let org = self.org.as_str().to_owned();
+        self.execute(
             "INSERT INTO approvals (id, org, session, effect_id, signature, state, requested_at, \
              expires_at, requested_by, decided_by, decided_at, reason) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(a.id.to_string())
-        .bind(self.org.as_str())
-        .bind(a.session.as_str())
-        .bind(a.effect.to_string())
-        .bind(a.signature.as_str())
-        .bind(a.state.as_str())
-        .bind(a.requested_at.as_millis())
-        .bind(a.expires_at.as_millis())
-        .bind(&a.requested_by)
-        .bind(&a.decided_by)
-        .bind(a.decided_at.map(Timestamp::as_millis))
-        .bind(&a.reason)
-        .execute(&mut *self.tx)
-        .await?;
+            params![
+                a.id.to_string(),
+                org,
+                a.session.as_str(),
+                a.effect.to_string(),
+                a.signature.as_str(),
+                a.state.as_str(),
+                a.requested_at.as_millis(),
+                a.expires_at.as_millis(),
+                a.requested_by,
+                a.decided_by,
+                a.decided_at.map(Timestamp::as_millis),
+                a.reason,
+            ],
+        )?;
         Ok(())
     }
 
     async fn update_approval(&mut self, a: &Approval) -> Result<()> {
-        let done = sqlx::query(
+        let org = self.org.as_str().to_owned();
+        let changed = self.execute(
             "UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, reason = ? \
              WHERE org = ? AND id = ?",
-        )
-        .bind(a.state.as_str())
-        .bind(&a.decided_by)
-        .bind(a.decided_at.map(Timestamp::as_millis))
-        .bind(&a.reason)
-        .bind(self.org.as_str())
-        .bind(a.id.to_string())
-        .execute(&mut *self.tx)
-        .await?;
-        if done.rows_affected() == 0 {
+            params![
+                a.state.as_str(),
+                a.decided_by,
+                a.decided_at.map(Timestamp::as_millis),
+                a.reason,
+                org,
+                a.id.to_string(),
+            ],
+        )?;
+        if changed == 0 {
             return Err(Error::NotFound {
                 what: "approval",
                 id: a.id.to_string(),
@@ -268,19 +300,8 @@ impl Tx for SqliteTx {
 
     async fn approvals(&mut self, state: Option<ApprovalState>) -> Result<Vec<Approval>> {
         match state {
-            Some(state) => {
-                let sql = format!(
-                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE org = ? AND state = ? ORDER BY requested_at, id"
-                );
-                self.fetch_all(&sql, &[state.as_str()], rows::approval)
-                    .await
-            }
-            None => {
-                let sql = format!(
-                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE org = ? ORDER BY requested_at, id"
-                );
-                self.fetch_all(&sql, &[], rows::approval).await
-            }
+            Some(state) => self.fetch_all(&APPROVALS_IN, &[&state.as_str()], |row| rows::approval(row)),
+            None => self.fetch_all(&APPROVALS, &[], |row| rows::approval(row)),
         }
     }
 
@@ -290,50 +311,44 @@ impl Tx for SqliteTx {
         effect: EffectId,
         at: Timestamp,
     ) -> Result<()> {
-        sqlx::query(
+        let org = self.org.as_str().to_owned();
+        self.execute(
             "INSERT INTO undo_stack (org, session, position, effect_id, pushed_at) \
              SELECT ?1, ?2, COALESCE(MAX(position), 0) + 1, ?3, ?4 FROM undo_stack WHERE org = ?1 AND session = ?2",
-        )
-        .bind(self.org.as_str())
-        .bind(session.as_str())
-        .bind(effect.to_string())
-        .bind(at.as_millis())
-        .execute(&mut *self.tx)
-        .await?;
+            params![org, session.as_str(), effect.to_string(), at.as_millis()],
+        )?;
         Ok(())
     }
 
     async fn undo_stack(&mut self, session: &SessionId) -> Result<Vec<EffectId>> {
-        let sql = "SELECT effect_id AS id FROM undo_stack WHERE org = ? AND session = ? ORDER BY position";
-        self.fetch_all(sql, &[session.as_str()], |row| {
-            let id: String = sqlx::Row::try_get(row, "id")?;
+        let sql = "SELECT effect_id FROM undo_stack WHERE org = ? AND session = ? ORDER BY position";
+        self.fetch_all(sql, &[&session.as_str()], |row| {
+            let id: String = row.get(0)?;
             id.parse()
                 .map_err(|e: undolog_types::Error| Error::Corrupt(e.to_string()))
         })
-        .await
     }
 
     async fn insert_snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        sqlx::query(
+        let org = self.org.as_str().to_owned();
+        self.execute(
             "INSERT INTO session_snapshots (org, session, taken_at, body) VALUES (?, ?, ?, ?)",
-        )
-        .bind(self.org.as_str())
-        .bind(s.session.as_str())
-        .bind(s.taken_at.as_millis())
-        .bind(serde_json::to_string(&s.body)?)
-        .execute(&mut *self.tx)
-        .await?;
+            params![
+                org,
+                s.session.as_str(),
+                s.taken_at.as_millis(),
+                serde_json::to_string(&s.body)?,
+            ],
+        )?;
         Ok(())
     }
 
     async fn snapshots(&mut self, session: &SessionId) -> Result<Vec<Snapshot>> {
         let sql = "SELECT org, session, taken_at, body FROM session_snapshots WHERE org = ? AND session = ? ORDER BY id";
-        self.fetch_all(sql, &[session.as_str()], rows::snapshot)
-            .await
+        self.fetch_all(sql, &[&session.as_str()], |row| rows::snapshot(row))
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        self.tx.commit().await?;
-        Ok(())
+        self.tx.commit()
     }
 }

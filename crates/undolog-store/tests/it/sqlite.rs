@@ -42,14 +42,10 @@ async fn a_schema_newer_than_the_binary_stops_start_up() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.db");
     drop(SqliteStore::open(SqliteOptions::file(&path)).await.unwrap());
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
-        .await
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0)")
         .unwrap();
-    sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0)")
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
     let err = SqliteStore::open(SqliteOptions::file(&path))
         .await
         .unwrap_err();
@@ -66,9 +62,7 @@ async fn a_schema_newer_than_the_binary_stops_start_up() {
 async fn a_version_2_log_upgrades_with_its_keys_as_agents() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.db");
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
-        .await
-        .unwrap();
+    let old = rusqlite::Connection::open(&path).unwrap();
     for sql in [
         include_str!("../../src/sqlite/0001_init.sql"),
         include_str!("../../src/sqlite/0002_api_keys.sql"),
@@ -77,9 +71,9 @@ async fn a_version_2_log_upgrades_with_its_keys_as_agents() {
          INSERT INTO api_keys (id, org, hash, label, created_at) VALUES ('old', 'acme', 'h1', NULL, 5);
          INSERT INTO sessions VALUES ('acme', 's1', 'active', 0, NULL, 1, 1);",
     ] {
-        sqlx::raw_sql(sql).execute(&pool).await.unwrap();
+        old.execute_batch(sql).unwrap();
     }
-    pool.close().await;
+    drop(old);
 
     let store = SqliteStore::open(SqliteOptions::file(&path)).await.unwrap();
     assert_eq!(store.schema_version().await.unwrap(), 5);
