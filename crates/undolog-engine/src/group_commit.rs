@@ -36,16 +36,16 @@ pub(crate) struct ReadRecord {
     pub(crate) verdicts: Option<Value>,
 }
 
-/// One operation waiting for its batch, and where its answer goes.
+/// One operation waiting for its batch, and where its answer goes (taken once it is sent).
 pub(crate) enum Op {
     Intercept {
         call: Box<Call>,
         lock: LockKey,
-        done: oneshot::Sender<Result<Decision, Error>>,
+        done: Option<oneshot::Sender<Result<Decision, Error>>>,
     },
     Record {
         record: Box<ReadRecord>,
-        done: oneshot::Sender<Result<Option<Rejection>, Error>>,
+        done: Option<oneshot::Sender<Result<Option<Rejection>, Error>>>,
     },
 }
 
@@ -63,19 +63,34 @@ impl Op {
         }
     }
 
-    fn send(self, answer: Result<Answer, Error>) {
+    /// Whether the caller may have its answer once the transaction has decided, before COMMIT
+    /// waits for the disk. A read-only call's record is: the call ran and changed nothing, so a
+    /// crash before the commit loses only the note that it was read, never something a client
+    /// could act on twice. An intercept waits for the commit: its pending effect is what makes a
+    /// retry a replay.
+    fn answers_before_commit(&self) -> bool {
+        matches!(self, Op::Record { .. })
+    }
+
+    /// Sends the answer, unless it was sent already (the operation runs again alone after its
+    /// batch failed).
+    fn send(&mut self, answer: Result<Answer, Error>) {
         match self {
             Op::Intercept { done, .. } => {
-                let _ = done.send(answer.map(|a| match a {
-                    Answer::Decision(d) => d,
-                    Answer::Recorded(_) => unreachable!("an intercept answers a decision"),
-                }));
+                if let Some(done) = done.take() {
+                    let _ = done.send(answer.map(|a| match a {
+                        Answer::Decision(d) => d,
+                        Answer::Recorded(_) => unreachable!("an intercept answers a decision"),
+                    }));
+                }
             }
             Op::Record { done, .. } => {
-                let _ = done.send(answer.map(|a| match a {
-                    Answer::Recorded(r) => r,
-                    Answer::Decision(_) => unreachable!("a record answers whether it was kept"),
-                }));
+                if let Some(done) = done.take() {
+                    let _ = done.send(answer.map(|a| match a {
+                        Answer::Recorded(r) => r,
+                        Answer::Decision(_) => unreachable!("a record answers whether it was kept"),
+                    }));
+                }
             }
         }
     }
@@ -89,10 +104,10 @@ const MAX_BATCH: usize = 128;
 /// Queues the operation `make` builds around its answer channel, and waits for the answer.
 pub(crate) async fn submit<T>(
     queue: &mpsc::UnboundedSender<Op>,
-    make: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Op,
+    make: impl FnOnce(Option<oneshot::Sender<Result<T, Error>>>) -> Op,
 ) -> Result<T, Error> {
     let (done, answer) = oneshot::channel();
-    queue.send(make(done)).map_err(|_| Error::Stopped)?;
+    queue.send(make(Some(done))).map_err(|_| Error::Stopped)?;
     answer.await.unwrap_or(Err(Error::Stopped))
 }
 
@@ -191,64 +206,83 @@ impl Engine {
         for op in batch {
             by_org.entry(op.org().clone()).or_default().push(op);
         }
-        for (org, ops) in by_org {
-            if ops.len() == 1 {
-                let op = ops.into_iter().next().expect("one");
-                let answer = self.run_op_alone(&op).await;
-                op.send(answer);
-                continue;
+        for (org, mut ops) in by_org {
+            if ops.len() > 1 {
+                match self.run_ops_together(&org, &mut ops).await {
+                    Ok(()) => continue,
+                    Err(e) => {
+                        tracing::debug!(error = %e, ops = ops.len(), "a batch failed; each operation alone");
+                    }
+                }
             }
-            match self.run_ops_together(&org, &ops).await {
-                Ok(answers) => {
-                    for (op, answer) in ops.into_iter().zip(answers) {
-                        op.send(answer);
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, ops = ops.len(), "a batch failed; each operation alone");
-                    for op in ops {
-                        let answer = self.run_op_alone(&op).await;
-                        op.send(answer);
-                    }
-                }
+            for op in &mut ops {
+                self.run_op_alone(op).await;
             }
         }
     }
 
-    /// Every operation in one transaction, one commit. `Err` when the transaction failed
-    /// (nothing written); otherwise each operation's own answer, in order.
-    async fn run_ops_together(
-        &self,
-        org: &OrgId,
-        ops: &[Op],
-    ) -> Result<Vec<Result<Answer, Error>>, Error> {
+    /// Every operation in one transaction, one commit, each answered when its answer may go (see
+    /// [`Op::answers_before_commit`]). `Err` when the transaction failed: nothing is written, and
+    /// the operations not yet answered wait to run again.
+    async fn run_ops_together(&self, org: &OrgId, ops: &mut [Op]) -> Result<(), Error> {
         let mut tx = self.begin(org).await?;
         let mut answers = Vec::with_capacity(ops.len());
         let mut events = Vec::new();
-        for op in ops {
-            match self.run_in(&mut *tx, op).await {
+        for op in ops.iter_mut() {
+            let answer = match self.run_in(&mut *tx, op).await {
                 Ok((answer, made)) => {
                     events.extend(made);
-                    answers.push(Ok(answer));
+                    Ok(answer)
                 }
                 // The transaction may hold part of this operation's writes: start over.
                 Err(e @ Error::Store(_)) => return Err(e),
                 // Refused before it wrote anything: its own answer.
-                Err(e) => answers.push(Err(e)),
+                Err(e) => Err(e),
+            };
+            if op.answers_before_commit() {
+                op.send(answer);
+                answers.push(None);
+            } else {
+                answers.push(Some(answer));
             }
         }
         tx.commit().await?;
         self.published(events);
-        Ok(answers)
+        for (op, answer) in ops.iter_mut().zip(answers) {
+            if let Some(answer) = answer {
+                op.send(answer);
+            }
+        }
+        Ok(())
     }
 
-    /// One operation in a transaction of its own.
-    async fn run_op_alone(&self, op: &Op) -> Result<Answer, Error> {
-        let mut tx = self.begin(op.org()).await?;
-        let (answer, events) = self.run_in(&mut *tx, op).await?;
-        tx.commit().await?;
-        self.published(events);
-        Ok(answer)
+    /// One operation in a transaction of its own, answered when its answer may go.
+    async fn run_op_alone(&self, op: &mut Op) {
+        let early = op.answers_before_commit();
+        let done = async {
+            let mut tx = self.begin(op.org()).await?;
+            let (answer, events) = self.run_in(&mut *tx, op).await?;
+            if early {
+                op.send(Ok(answer));
+                tx.commit().await?;
+                self.published(events);
+                return Ok(None);
+            }
+            tx.commit().await?;
+            self.published(events);
+            Ok(Some(answer))
+        }
+        .await;
+        match done {
+            Ok(Some(answer)) => op.send(Ok(answer)),
+            Ok(None) => {}
+            Err(e) => {
+                if early {
+                    tracing::warn!(error = %e, "the record of a read-only call could not be kept");
+                }
+                op.send(Err(e));
+            }
+        }
     }
 
     async fn run_in(&self, tx: &mut dyn Tx, op: &Op) -> Result<(Answer, Vec<Event>), Error> {

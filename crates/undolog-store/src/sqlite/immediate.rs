@@ -19,6 +19,7 @@ pub(super) struct Immediate {
 impl Immediate {
     pub(super) async fn begin(shared: &Shared) -> Result<Immediate> {
         let mut held = shared.take().await;
+        held.roll_back(); // a commit whose thread died leaves its transaction open
         Shared::with(&mut held, |conn| conn.execute_batch("BEGIN IMMEDIATE")).await?;
         Ok(Immediate { held: Some(held) })
     }
@@ -31,16 +32,20 @@ impl Immediate {
             .conn()
     }
 
-    pub(super) fn commit(mut self) -> Result<()> {
+    /// Commits on a blocking thread: COMMIT waits for the disk (fsync, and a checkpoint now and
+    /// then), which must not hold up the runtime's threads and the calls they serve.
+    pub(super) async fn commit(mut self) -> Result<()> {
         let mut held = self.held.take().expect("a transaction commits once");
-        match held.conn()?.execute_batch("COMMIT") {
+        tokio::task::spawn_blocking(move || match held.conn()?.execute_batch("COMMIT") {
             Ok(()) => Ok(()),
             Err(e) => {
                 tracing::warn!(error = %e, "commit failed; nothing of the transaction is kept");
                 held.roll_back();
                 Err(e.into())
             }
-        }
+        })
+        .await
+        .map_err(|e| crate::Error::Database(Box::new(e)))?
     }
 }
 

@@ -349,6 +349,6 @@ impl Tx for SqliteTx {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        self.tx.commit()
+        self.tx.commit().await
     }
 }
