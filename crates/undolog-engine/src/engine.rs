@@ -38,6 +38,8 @@ pub(crate) struct Inner {
     /// Intercepts and read-only records, for the task that commits them in batches; `None`
     /// without a runtime, or when the store takes writers concurrently (see `group_commit`).
     pub(crate) batches: Option<mpsc::UnboundedSender<crate::group_commit::Op>>,
+    /// The implicit runs read last (see `sessions`).
+    pub(crate) runs: crate::sessions::RunCache,
     /// Whether the store took this executor's last heartbeat (see `executor`).
     pub(crate) health: std::sync::Mutex<crate::Health>,
 }
@@ -72,6 +74,7 @@ impl Engine {
             config,
             changed: Notify::new(),
             events,
+            runs: crate::sessions::RunCache::default(),
             health: std::sync::Mutex::new(crate::Health::starting()),
         });
         if let Some(notifications) = &notifications {
@@ -575,6 +578,7 @@ impl Engine {
             let _ = hints.send(events.clone()); // the task ends only with the engine
         }
         for event in events {
+            self.inner.runs.saw(&event);
             let _ = self.inner.events.send(event); // nobody listening is fine
         }
     }

@@ -118,6 +118,7 @@ pub(crate) fn listen(inner: Weak<Inner>, notifications: &Arc<dyn Notifications>,
             }
             inner.changed.notify_waiters();
             for event in hint.events {
+                inner.runs.saw(&event);
                 let _ = inner.events.send(event);
             }
         }

@@ -4,12 +4,60 @@ use std::time::Duration;
 
 use serde_json::json;
 use undolog_store::{Session, Snapshot};
-use undolog_types::{LockKey, OrgId, SessionId, SessionState};
+use undolog_types::{LockKey, OrgId, SessionId, SessionState, Timestamp};
 
 use crate::{
     Engine, Error, Event,
     core::{self, RunChoice, Write},
 };
+
+/// How long an implicit run just read is taken as the principal's current one without reading it
+/// again: under load a principal's calls come every few milliseconds, and each would otherwise
+/// read its run in a transaction of its own.
+const RUN_CACHE_FOR: Duration = Duration::from_secs(1);
+
+/// The implicit runs this engine read last, per org and principal, and when. A run that closes
+/// here, or in another process that shares the store through hints, is forgotten at once; one
+/// that closes in a process that shares no hints is taken as current for at most
+/// [`RUN_CACHE_FOR`] more.
+#[derive(Debug, Default)]
+pub(crate) struct RunCache(
+    std::sync::Mutex<std::collections::HashMap<(OrgId, String), (SessionId, Timestamp)>>,
+);
+
+impl RunCache {
+    fn get(
+        &self,
+        org: &OrgId,
+        principal: &str,
+        now: Timestamp,
+        fresh_for: Duration,
+    ) -> Option<SessionId> {
+        let runs = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (id, seen) = runs.get(&(org.clone(), principal.to_owned()))?;
+        let age = u64::try_from(now.as_millis() - seen.as_millis()).unwrap_or(u64::MAX);
+        (Duration::from_millis(age) < fresh_for).then(|| id.clone())
+    }
+
+    fn put(&self, org: &OrgId, principal: &str, id: &SessionId, now: Timestamp) {
+        let mut runs = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        runs.insert((org.clone(), principal.to_owned()), (id.clone(), now));
+    }
+
+    /// Forgets the session when it stops taking calls (closed, failed, undone).
+    pub(crate) fn saw(&self, event: &Event) {
+        if let Event::SessionChanged {
+            org,
+            session,
+            state,
+        } = event
+            && *state != SessionState::Active
+        {
+            let mut runs = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            runs.retain(|(o, _), (id, _)| !(o == org && id == session));
+        }
+    }
+}
 
 /// The format tag of an exported session history.
 pub const SNAPSHOT_FORMAT: &str = "undolog.session-snapshot.v1";
@@ -24,19 +72,30 @@ impl Engine {
         principal: &str,
         idle: Duration,
     ) -> Result<SessionId, Error> {
+        let now = self.now();
+        // Asked again within a moment, the answer is the one just read (see `RunCache`).
+        let fresh_for = (idle / 2).min(RUN_CACHE_FOR);
+        if let Some(id) = self.inner().runs.get(org, principal, now, fresh_for) {
+            return Ok(id);
+        }
         let mut tx = self.begin(org).await?;
         tx.lock(LockKey::of(format!("run\0{org}\0{principal}").as_bytes()))
             .await?;
         let latest = tx.latest_run(principal).await?;
-        match core::current_run(latest, org, principal, self.now(), idle) {
-            RunChoice::Continue(id) => Ok(id),
+        let id = match core::current_run(latest, org, principal, now, idle) {
+            RunChoice::Continue(id) => {
+                tx.commit().await?; // it wrote nothing; committing frees the store at once
+                id
+            }
             RunChoice::Start(run) => {
                 let id = run.id.clone();
                 self.commit_writes(tx, &[Write::PutSession(run)]).await?;
                 self.session_changed(org, &id, SessionState::Active);
-                Ok(id)
+                id
             }
-        }
+        };
+        self.inner().runs.put(org, principal, &id, now);
+        Ok(id)
     }
 
     /// Closes an active session normally; it takes no more calls but can still be undone.

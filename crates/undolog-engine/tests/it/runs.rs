@@ -99,3 +99,52 @@ async fn callers_arriving_together_join_one_run() {
     }
     assert_eq!(runs.len(), 1, "{runs:?}");
 }
+
+#[tokio::test]
+async fn a_run_that_closes_is_not_joined_again_even_a_moment_later() {
+    let clock =
+        undolog_engine::ManualClock::starting_at(undolog_types::Timestamp(1_700_000_000_000));
+    let store: std::sync::Arc<dyn undolog_store::Store> =
+        std::sync::Arc::new(undolog_store::SqliteStore::in_memory().await.unwrap());
+    let on_store = || {
+        let config = undolog_engine::EngineConfig::default();
+        undolog_engine::Engine::with_clock(
+            store.clone(),
+            config,
+            std::sync::Arc::new(clock.clone()),
+        )
+    };
+    let engine = on_store();
+    let run = engine
+        .implicit_run(&org(), "api-key:a", IDLE)
+        .await
+        .unwrap();
+    run_call(&engine, &run).await;
+    // Asked again at once: the same run (read a moment ago).
+    assert_eq!(
+        engine
+            .implicit_run(&org(), "api-key:a", IDLE)
+            .await
+            .unwrap(),
+        run
+    );
+
+    // Closed here: the next call starts a new run at once, with no time passing.
+    engine.close_session(&org(), &run).await.unwrap();
+    let next = engine
+        .implicit_run(&org(), "api-key:a", IDLE)
+        .await
+        .unwrap();
+    assert_ne!(next, run, "a closed run takes no calls");
+
+    // Closed by another process on the store (no hints on SQLite): at most a second later, the
+    // run is read again and found closed.
+    let other = on_store();
+    other.close_session(&org(), &next).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    let after = engine
+        .implicit_run(&org(), "api-key:a", IDLE)
+        .await
+        .unwrap();
+    assert_ne!(after, next, "read again after a second");
+}

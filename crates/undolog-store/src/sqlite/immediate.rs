@@ -32,20 +32,28 @@ impl Immediate {
             .conn()
     }
 
-    /// Commits on a blocking thread: COMMIT waits for the disk (fsync, and a checkpoint now and
-    /// then), which must not hold up the runtime's threads and the calls they serve.
-    pub(super) async fn commit(mut self) -> Result<()> {
-        let mut held = self.held.take().expect("a transaction commits once");
-        tokio::task::spawn_blocking(move || match held.conn()?.execute_batch("COMMIT") {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                tracing::warn!(error = %e, "commit failed; nothing of the transaction is kept");
-                held.roll_back();
-                Err(e.into())
-            }
-        })
-        .await
-        .map_err(|e| crate::Error::Database(Box::new(e)))?
+    /// Commits. A transaction that `wrote` commits on a blocking thread: its COMMIT waits for the
+    /// disk (fsync, and a checkpoint now and then), which must not hold up the runtime's threads
+    /// and the calls they serve. One that only read has nothing to sync and commits here.
+    pub(super) async fn commit(mut self, wrote: bool) -> Result<()> {
+        let held = self.held.take().expect("a transaction commits once");
+        if !wrote {
+            return finish(held);
+        }
+        tokio::task::spawn_blocking(move || finish(held))
+            .await
+            .map_err(|e| crate::Error::Database(Box::new(e)))?
+    }
+}
+
+fn finish(mut held: Held) -> Result<()> {
+    match held.conn()?.execute_batch("COMMIT") {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            tracing::warn!(error = %e, "commit failed; nothing of the transaction is kept");
+            held.roll_back();
+            Err(e.into())
+        }
     }
 }
 

@@ -122,7 +122,7 @@ impl Store for SqliteStore {
     async fn beat(&self, beat: &Beat<'_>) -> Result<BeatReport> {
         let mut tx = immediate::Immediate::begin(&self.conn).await?;
         let report = executors::beat(tx.conn()?, beat)?;
-        tx.commit().await?;
+        tx.commit(true).await?;
         Ok(report)
     }
 }

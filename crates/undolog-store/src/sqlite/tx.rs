@@ -17,11 +17,17 @@ use crate::{
 pub(super) struct SqliteTx {
     tx: Immediate,
     org: OrgId,
+    /// Whether a write ran: only then does the commit wait for the disk.
+    wrote: bool,
 }
 
 impl SqliteTx {
     pub(super) fn new(tx: Immediate, org: OrgId) -> SqliteTx {
-        SqliteTx { tx, org }
+        SqliteTx {
+            tx,
+            org,
+            wrote: false,
+        }
     }
 
     /// Runs a query with the org as its first parameter and `binds` after it.
@@ -55,6 +61,7 @@ impl SqliteTx {
 
     /// Runs a write; how many rows it changed.
     fn execute(&mut self, sql: &str, params: &[&dyn ToSql]) -> Result<usize> {
+        self.wrote = true;
         Ok(self.tx.conn()?.prepare_cached(sql)?.execute(params)?)
     }
 }
@@ -349,6 +356,6 @@ impl Tx for SqliteTx {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        self.tx.commit().await
+        self.tx.commit(self.wrote).await
     }
 }
