@@ -4,6 +4,9 @@
 //! transaction per org: one read of all the effects, every change, one COMMIT. With nothing else
 //! waiting, an update is a transaction of its own, as before.
 //!
+//! On a store that runs one writer at a time (SQLite) updates join the intercepts' batches instead
+//! (`group_commit`), so that a call's outcome and its neighbours' intents share one fsync.
+//!
 //! A batch that fails as a whole (the store refused a write, the database went away) is tried
 //! again one update per transaction, so each caller gets its own answer and one bad update
 //! cannot take the others down with it.
@@ -27,7 +30,8 @@ pub(crate) struct Update {
     pub(crate) org: OrgId,
     pub(crate) effect: EffectId,
     pub(crate) change: Change,
-    pub(crate) done: oneshot::Sender<Result<(), Error>>,
+    /// Taken once the answer is sent.
+    pub(crate) done: Option<oneshot::Sender<Result<(), Error>>>,
 }
 
 /// Batches carried out at the same time; while all are busy, the next batch gathers.
@@ -75,7 +79,9 @@ impl Engine {
         match self.try_round(org, &round).await {
             Ok(answers) => {
                 for (update, answer) in round.into_iter().zip(answers) {
-                    let _ = update.done.send(answer);
+                    if let Some(done) = update.done {
+                        let _ = done.send(answer);
+                    }
                 }
             }
             Err(e) => {
@@ -92,7 +98,9 @@ impl Engine {
         let answer = self
             .update_effect_now(&update.org, update.effect, &update.change)
             .await;
-        let _ = update.done.send(answer);
+        if let Some(done) = update.done {
+            let _ = done.send(answer);
+        }
     }
 
     /// One transaction for the whole round. `Err` when the transaction failed (nothing written);

@@ -33,7 +33,8 @@ pub(crate) struct Inner {
     pub(crate) events: broadcast::Sender<Event>,
     /// Each commit's events, for the task that sends them to other processes on the same store.
     hints: Option<mpsc::UnboundedSender<Vec<Event>>>,
-    /// Effect updates, for the task that commits them in batches; `None` without a runtime.
+    /// Effect updates, for the task that commits them in batches; `None` without a runtime, and
+    /// when they go with `batches`.
     updates: Option<mpsc::UnboundedSender<Update>>,
     /// Intercepts and read-only records, for the task that commits them in batches; `None`
     /// without a runtime, or when the store takes writers concurrently (see `group_commit`).
@@ -66,7 +67,8 @@ impl Engine {
             hints: notifications
                 .clone()
                 .map(|n| crate::hints::publisher(n, me.clone())),
-            updates: runtime.then(|| effect_updates::start(inner.clone())),
+            updates: (runtime && !store.one_writer_at_a_time())
+                .then(|| effect_updates::start(inner.clone())),
             batches: (runtime && store.one_writer_at_a_time())
                 .then(|| crate::group_commit::start(inner.clone())),
             store,
@@ -429,6 +431,17 @@ impl Engine {
         id: EffectId,
         change: impl Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync + 'static,
     ) -> Result<(), Error> {
+        if let Some(batches) = &self.inner.batches {
+            return crate::group_commit::submit(batches, |done| {
+                crate::group_commit::Op::Update(Box::new(Update {
+                    org: org.clone(),
+                    effect: id,
+                    change: Box::new(change),
+                    done,
+                }))
+            })
+            .await;
+        }
         let Some(queue) = &self.inner.updates else {
             return self.update_effect_now(org, id, &change).await;
         };
@@ -437,7 +450,7 @@ impl Engine {
             org: org.clone(),
             effect: id,
             change: Box::new(change),
-            done,
+            done: Some(done),
         };
         if let Err(mpsc::error::SendError(update)) = queue.send(update) {
             return self.update_effect_now(org, id, &update.change).await;

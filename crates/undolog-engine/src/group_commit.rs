@@ -1,6 +1,6 @@
-//! Group commit of intercepts and read-only records, on a store that runs one writer at a time
-//! (SQLite). Each operation is a short read-decide-write; its cost is the COMMIT, which waits for
-//! the disk. Operations that arrive together are queued to one task, which carries out whatever
+//! Group commit of intercepts, read-only records and effect updates (outcomes), on a store that
+//! runs one writer at a time (SQLite). Each operation is a short read-decide-write; its cost is the
+//! COMMIT, which waits for the disk. Operations that arrive together are queued to one task, which carries out whatever
 //! has gathered in one transaction per org, one after another (each sees the writes of those
 //! before it), and commits once: one fsync for the batch. Each caller waits for the commit that
 //! carries its writes and then gets its own answer; nothing is answered before it is on disk.
@@ -23,6 +23,7 @@ use undolog_types::{EffectId, LockKey, OrgId, Timestamp};
 use crate::{
     Call, Engine, Error, Event, Rejection,
     core::{self, Decision, ReadOutcome},
+    effect_updates::Update,
     engine::Inner,
 };
 
@@ -47,12 +48,16 @@ pub(crate) enum Op {
         record: Box<ReadRecord>,
         done: Option<oneshot::Sender<Result<Option<Rejection>, Error>>>,
     },
+    /// A change to one effect (a call's outcome, a lease renewal), as `effect_updates` carries
+    /// out on stores that take concurrent writers.
+    Update(Box<Update>),
 }
 
 /// An operation's answer, before it is sent.
 enum Answer {
     Decision(Decision),
     Recorded(Option<Rejection>),
+    Updated,
 }
 
 impl Op {
@@ -60,14 +65,15 @@ impl Op {
         match self {
             Op::Intercept { call, .. } => &call.org,
             Op::Record { record, .. } => &record.call.org,
+            Op::Update(update) => &update.org,
         }
     }
 
     /// Whether the caller may have its answer once the transaction has decided, before COMMIT
     /// waits for the disk. A read-only call's record is: the call ran and changed nothing, so a
     /// crash before the commit loses only the note that it was read, never something a client
-    /// could act on twice. An intercept waits for the commit: its pending effect is what makes a
-    /// retry a replay.
+    /// could act on twice. Intercepts and outcomes wait for the commit: a pending effect is what
+    /// makes a retry a replay, and an outcome is what the caller is told.
     fn answers_before_commit(&self) -> bool {
         matches!(self, Op::Record { .. })
     }
@@ -75,23 +81,19 @@ impl Op {
     /// Sends the answer, unless it was sent already (the operation runs again alone after its
     /// batch failed).
     fn send(&mut self, answer: Result<Answer, Error>) {
-        match self {
-            Op::Intercept { done, .. } => {
-                if let Some(done) = done.take() {
-                    let _ = done.send(answer.map(|a| match a {
-                        Answer::Decision(d) => d,
-                        Answer::Recorded(_) => unreachable!("an intercept answers a decision"),
-                    }));
-                }
+        fn deliver<T>(done: &mut Option<oneshot::Sender<Result<T, Error>>>, answer: Result<T, Error>) {
+            if let Some(done) = done.take() {
+                let _ = done.send(answer);
             }
-            Op::Record { done, .. } => {
-                if let Some(done) = done.take() {
-                    let _ = done.send(answer.map(|a| match a {
-                        Answer::Recorded(r) => r,
-                        Answer::Decision(_) => unreachable!("a record answers whether it was kept"),
-                    }));
-                }
-            }
+        }
+        match (self, answer) {
+            (Op::Intercept { done, .. }, Ok(Answer::Decision(d))) => deliver(done, Ok(d)),
+            (Op::Record { done, .. }, Ok(Answer::Recorded(r))) => deliver(done, Ok(r)),
+            (Op::Update(update), Ok(Answer::Updated)) => deliver(&mut update.done, Ok(())),
+            (Op::Intercept { done, .. }, Err(e)) => deliver(done, Err(e)),
+            (Op::Record { done, .. }, Err(e)) => deliver(done, Err(e)),
+            (Op::Update(update), Err(e)) => deliver(&mut update.done, Err(e)),
+            (_, Ok(_)) => unreachable!("each operation answers in its own kind"),
         }
     }
 }
@@ -200,8 +202,14 @@ impl Engine {
     }
 
     async fn run_ops(&self, batch: Vec<Op>) {
-        // The fault suite stops the process here: intercepts taken, none of them committed.
-        crate::crash_points::crash_point("engine::intercept_batch");
+        // The fault suite stops the process here: intercepts, or outcomes, taken for a batch and
+        // none of them committed.
+        if batch.iter().any(|op| !matches!(op, Op::Update(_))) {
+            crate::crash_points::crash_point("engine::intercept_batch");
+        }
+        if batch.iter().any(|op| matches!(op, Op::Update(_))) {
+            crate::crash_points::crash_point("engine::group_commit");
+        }
         let mut by_org: HashMap<OrgId, Vec<Op>> = HashMap::new();
         for op in batch {
             by_org.entry(op.org().clone()).or_default().push(op);
@@ -294,6 +302,15 @@ impl Engine {
             Op::Record { record, .. } => {
                 let (kept, events) = self.record_in(tx, record).await?;
                 Ok((Answer::Recorded(kept), events))
+            }
+            Op::Update(update) => {
+                // An earlier update of the same effect in this transaction is read back here.
+                let effect = tx
+                    .effect(update.effect)
+                    .await?
+                    .ok_or(Error::UnknownEffect(update.effect))?;
+                let writes = (update.change)(effect)?;
+                Ok((Answer::Updated, self.apply(tx, &writes).await?))
             }
         }
     }
