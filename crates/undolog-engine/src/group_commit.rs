@@ -81,7 +81,10 @@ impl Op {
     /// Sends the answer, unless it was sent already (the operation runs again alone after its
     /// batch failed).
     fn send(&mut self, answer: Result<Answer, Error>) {
-        fn deliver<T>(done: &mut Option<oneshot::Sender<Result<T, Error>>>, answer: Result<T, Error>) {
+        fn deliver<T>(
+            done: &mut Option<oneshot::Sender<Result<T, Error>>>,
+            answer: Result<T, Error>,
+        ) {
             if let Some(done) = done.take() {
                 let _ = done.send(answer);
             }

@@ -101,7 +101,10 @@ impl Slot {
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 /// A unique or primary-key constraint refused the write.
@@ -138,7 +141,8 @@ fn connect(options: &SqliteOptions) -> Result<Connection> {
         Synchronous::Normal => "NORMAL",
     };
     // Opening may wait for another process, like any start-up; statements after it never do.
-    conn.busy_timeout(options.busy_timeout).map_err(open_error)?;
+    conn.busy_timeout(options.busy_timeout)
+        .map_err(open_error)?;
     conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
     // The journal mode answers with a row, so it is read rather than executed.
     let mode: String = conn

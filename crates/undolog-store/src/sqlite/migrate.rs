@@ -30,7 +30,10 @@ pub(super) async fn apply(conn: &Shared) -> Result<()> {
     }
     for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
         let applied = Shared::with(&mut held, |conn| {
-            let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+            let tx = rusqlite::Transaction::new_unchecked(
+                conn,
+                rusqlite::TransactionBehavior::Immediate,
+            )?;
             // Another process may have migrated while this one waited for the lock.
             if current_version(&tx)? >= version {
                 return Ok(false);

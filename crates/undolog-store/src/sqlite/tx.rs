@@ -72,15 +72,30 @@ macro_rules! select {
         static $name: LazyLock<String> = LazyLock::new(|| [$($part),+].concat());
     };
 }
-select!(SESSION, "SELECT ", SESSION_COLUMNS, " FROM sessions WHERE org = ? AND id = ?");
-select!(SESSIONS, "SELECT ", SESSION_COLUMNS, " FROM sessions WHERE org = ? ORDER BY created_at, id");
+select!(
+    SESSION,
+    "SELECT ",
+    SESSION_COLUMNS,
+    " FROM sessions WHERE org = ? AND id = ?"
+);
+select!(
+    SESSIONS,
+    "SELECT ",
+    SESSION_COLUMNS,
+    " FROM sessions WHERE org = ? ORDER BY created_at, id"
+);
 select!(
     LATEST_RUN,
     "SELECT ",
     SESSION_COLUMNS,
     " FROM sessions WHERE org = ? AND run_of = ? ORDER BY created_at DESC, id DESC LIMIT 1"
 );
-select!(EFFECT, "SELECT ", EFFECT_COLUMNS, " FROM effects WHERE org = ? AND id = ?");
+select!(
+    EFFECT,
+    "SELECT ",
+    EFFECT_COLUMNS,
+    " FROM effects WHERE org = ? AND id = ?"
+);
 select!(
     BY_SIGNATURE,
     "SELECT ",
@@ -105,7 +120,12 @@ select!(
     EFFECT_COLUMNS,
     " FROM effects WHERE org = ? AND state = 'pending' AND lease_expires_at <= ? ORDER BY created_at, id"
 );
-select!(APPROVAL, "SELECT ", APPROVAL_COLUMNS, " FROM approvals WHERE org = ? AND id = ?");
+select!(
+    APPROVAL,
+    "SELECT ",
+    APPROVAL_COLUMNS,
+    " FROM approvals WHERE org = ? AND id = ?"
+);
 select!(
     APPROVALS_IN,
     "SELECT ",
@@ -169,7 +189,9 @@ impl Tx for SqliteTx {
         &mut self,
         signature: &Signature,
     ) -> Result<Option<Effect>> {
-        self.fetch_optional(&BY_SIGNATURE, &[&signature.as_str()], |row| rows::effect(row))
+        self.fetch_optional(&BY_SIGNATURE, &[&signature.as_str()], |row| {
+            rows::effect(row)
+        })
     }
 
     async fn latest_effect_by_key(&mut self, key: &str) -> Result<Option<Effect>> {
@@ -247,7 +269,9 @@ impl Tx for SqliteTx {
     }
 
     async fn session_effects(&mut self, session: &SessionId) -> Result<Vec<Effect>> {
-        self.fetch_all(&SESSION_EFFECTS, &[&session.as_str()], |row| rows::effect(row))
+        self.fetch_all(&SESSION_EFFECTS, &[&session.as_str()], |row| {
+            rows::effect(row)
+        })
     }
 
     async fn expired_leases(&mut self, now: Timestamp) -> Result<Vec<Effect>> {
@@ -307,7 +331,9 @@ impl Tx for SqliteTx {
 
     async fn approvals(&mut self, state: Option<ApprovalState>) -> Result<Vec<Approval>> {
         match state {
-            Some(state) => self.fetch_all(&APPROVALS_IN, &[&state.as_str()], |row| rows::approval(row)),
+            Some(state) => {
+                self.fetch_all(&APPROVALS_IN, &[&state.as_str()], |row| rows::approval(row))
+            }
             None => self.fetch_all(&APPROVALS, &[], |row| rows::approval(row)),
         }
     }
@@ -328,7 +354,8 @@ impl Tx for SqliteTx {
     }
 
     async fn undo_stack(&mut self, session: &SessionId) -> Result<Vec<EffectId>> {
-        let sql = "SELECT effect_id FROM undo_stack WHERE org = ? AND session = ? ORDER BY position";
+        let sql =
+            "SELECT effect_id FROM undo_stack WHERE org = ? AND session = ? ORDER BY position";
         self.fetch_all(sql, &[&session.as_str()], |row| {
             let id: String = row.get(0)?;
             id.parse()
