@@ -194,10 +194,11 @@ impl Engine {
         });
         match &self.inner().batches {
             Some(batches) => submit(batches, |done| Op::Record { record, done }).await,
+            // Answered when the commit is visible, as a batch answers before its fsync.
             None => {
                 let mut tx = self.begin(&record.call.org).await?;
                 let (kept, events) = self.record_in(&mut *tx, &record).await?;
-                tx.commit().await?;
+                tx.commit_unsynced().await?;
                 self.published(events);
                 Ok(kept)
             }

@@ -175,4 +175,12 @@ pub trait Tx: Send {
 
     /// Makes every write of this transaction durable and visible, or none of them.
     async fn commit(self: Box<Self>) -> Result<()>;
+
+    /// As [`Tx::commit`], without waiting for the disk: the writes are visible at once and on disk
+    /// a moment later, and a crash in between loses all of them (never part). For writes that no
+    /// caller acts on, such as the record of a read-only call. A backend that cannot tell the two
+    /// apart commits.
+    async fn commit_unsynced(self: Box<Self>) -> Result<()> {
+        self.commit().await
+    }
 }

@@ -592,4 +592,11 @@ impl Tx for PostgresTx {
         self.open = false;
         Ok(())
     }
+
+    async fn commit_unsynced(mut self: Box<Self>) -> Result<()> {
+        self.send(&["SET LOCAL synchronous_commit = off", "COMMIT"])
+            .await?;
+        self.open = false;
+        Ok(())
+    }
 }

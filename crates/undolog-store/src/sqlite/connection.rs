@@ -21,9 +21,9 @@ use crate::{Error, Result};
 /// Prepared statements kept per connection: every statement the store sends, with room to spare.
 const CACHED_STATEMENTS: usize = 64;
 
-/// The connection, shared by every clone of the store.
+/// The connection, shared by every clone of the store, and how long a task waits for it.
 #[derive(Clone)]
-pub(super) struct Shared(Arc<Mutex<Slot>>);
+pub(super) struct Shared(Arc<Mutex<Slot>>, Duration);
 
 impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -43,15 +43,31 @@ pub(super) type Held = OwnedMutexGuard<Slot>;
 impl Shared {
     pub(super) fn open(options: SqliteOptions) -> Result<Shared> {
         let conn = connect(&options)?;
-        Ok(Shared(Arc::new(Mutex::new(Slot {
-            conn: Some(conn),
-            options,
-        }))))
+        let wait = options.busy_timeout;
+        Ok(Shared(
+            Arc::new(Mutex::new(Slot {
+                conn: Some(conn),
+                options,
+            })),
+            wait,
+        ))
     }
 
-    /// Waits for the connection.
-    pub(super) async fn take(&self) -> Held {
-        self.0.clone().lock_owned().await
+    /// Waits for the connection, up to the busy timeout: a transaction left open for that long
+    /// (or one that waits for another in the same task) gets an error, not a hang.
+    pub(super) async fn take(&self) -> Result<Held> {
+        tokio::time::timeout(self.1, self.0.clone().lock_owned())
+            .await
+            .map_err(|_| {
+                Error::Database(
+                    format!(
+                        "the store's connection was not free within {:?}: a transaction is held \
+                         open too long",
+                        self.1
+                    )
+                    .into(),
+                )
+            })
     }
 
     /// Runs `work` on the connection, again after a pause while another process holds the

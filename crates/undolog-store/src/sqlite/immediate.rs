@@ -18,7 +18,7 @@ pub(super) struct Immediate {
 
 impl Immediate {
     pub(super) async fn begin(shared: &Shared) -> Result<Immediate> {
-        let mut held = shared.take().await;
+        let mut held = shared.take().await?;
         held.roll_back(); // a commit whose thread died leaves its transaction open
         Shared::with(&mut held, |conn| conn.execute_batch("BEGIN IMMEDIATE")).await?;
         Ok(Immediate { held: Some(held) })

@@ -19,7 +19,7 @@ static LIST: LazyLock<String> = LazyLock::new(|| {
 });
 
 pub(super) async fn insert(conn: &Shared, key: &ApiKey) -> Result<()> {
-    let mut held = conn.take().await;
+    let mut held = conn.take().await?;
     let result = Shared::with(&mut held, |conn| {
         conn.prepare_cached(
             "INSERT INTO api_keys (id, org, hash, role, label, created_at, revoked_at) \
@@ -49,7 +49,7 @@ pub(super) async fn by_hash(conn: &Shared, hash: &str) -> Result<Option<ApiKey>>
 }
 
 pub(super) async fn list(conn: &Shared, org: Option<&OrgId>) -> Result<Vec<ApiKey>> {
-    let mut held = conn.take().await;
+    let mut held = conn.take().await?;
     let org = org.map(OrgId::as_str);
     Shared::with(&mut held, |conn| {
         conn.prepare_cached(&LIST)?
@@ -63,7 +63,7 @@ pub(super) async fn list(conn: &Shared, org: Option<&OrgId>) -> Result<Vec<ApiKe
 
 pub(super) async fn revoke(conn: &Shared, id: &str, at: Timestamp) -> Result<Option<ApiKey>> {
     {
-        let mut held = conn.take().await;
+        let mut held = conn.take().await?;
         Shared::with(&mut held, |conn| {
             conn.prepare_cached(
                 "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
@@ -76,7 +76,7 @@ pub(super) async fn revoke(conn: &Shared, id: &str, at: Timestamp) -> Result<Opt
 }
 
 pub(super) async fn any(conn: &Shared) -> Result<bool> {
-    let mut held = conn.take().await;
+    let mut held = conn.take().await?;
     let found = Shared::with(&mut held, |conn| {
         conn.prepare_cached("SELECT 1 FROM api_keys LIMIT 1")?
             .query_row([], |_| Ok(()))
@@ -88,7 +88,7 @@ pub(super) async fn any(conn: &Shared) -> Result<bool> {
 
 /// The key a one-parameter query finds, if any.
 async fn one(conn: &Shared, sql: &str, param: &str) -> Result<Option<ApiKey>> {
-    let mut held = conn.take().await;
+    let mut held = conn.take().await?;
     Shared::with(&mut held, |conn| {
         conn.prepare_cached(sql)?
             .query_row([param], |row| Ok(rows::api_key(row)))

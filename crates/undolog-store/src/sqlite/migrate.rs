@@ -15,7 +15,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
 ];
 
 pub(super) async fn apply(conn: &Shared) -> Result<()> {
-    let mut held = conn.take().await;
+    let mut held = conn.take().await?;
     Shared::with(&mut held, |conn| {
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS schema_migrations \

@@ -79,7 +79,7 @@ impl SqliteStore {
 
     /// The schema version this database is at.
     pub async fn schema_version(&self) -> Result<i64> {
-        let mut held = self.conn.take().await;
+        let mut held = self.conn.take().await?;
         Shared::with(&mut held, migrate::current_version).await
     }
 }

@@ -109,3 +109,20 @@ fn store_urls_name_a_backend_or_say_what_to_write() {
         );
     }
 }
+
+/// One connection serves the store: a transaction that waits for another held open in the same
+/// task gets an error after the busy timeout, never a hang.
+#[tokio::test]
+async fn a_transaction_waiting_behind_one_held_open_fails_after_the_busy_timeout() {
+    let mut options = SqliteOptions::in_memory();
+    options.busy_timeout = std::time::Duration::from_millis(200);
+    let store = SqliteStore::open(options).await.unwrap();
+    let org = OrgId::new("acme").unwrap();
+    let held = store.begin(&org).await.unwrap();
+    let started = std::time::Instant::now();
+    let err = store.begin(&org).await.err().expect("the second begin fails");
+    assert!(err.to_string().contains("not free within"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    drop(held);
+    store.begin(&org).await.unwrap().commit().await.unwrap();
+}
