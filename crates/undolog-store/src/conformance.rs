@@ -470,7 +470,10 @@ pub async fn an_unsynced_commit_keeps_all_its_writes_or_none(store: Arc<dyn Stor
             Ok(()) => tx.commit_unsynced().await, // a backend that holds writes back refuses here
         }
     };
-    assert!(matches!(refused, Err(Error::AlreadyExists(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Error::AlreadyExists(_))),
+        "{refused:?}"
+    );
     let mut tx = store.begin(&org("acme")).await.unwrap();
     assert!(tx.session(&sid("s2")).await.unwrap().is_none());
 }

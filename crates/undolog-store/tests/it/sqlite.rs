@@ -120,7 +120,11 @@ async fn a_transaction_waiting_behind_one_held_open_fails_after_the_busy_timeout
     let org = OrgId::new("acme").unwrap();
     let held = store.begin(&org).await.unwrap();
     let started = std::time::Instant::now();
-    let err = store.begin(&org).await.err().expect("the second begin fails");
+    let err = store
+        .begin(&org)
+        .await
+        .err()
+        .expect("the second begin fails");
     assert!(err.to_string().contains("not free within"), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
     drop(held);
