@@ -1,9 +1,11 @@
 //! Group commit of intercepts, read-only records and effect updates (outcomes), on a store that
 //! runs one writer at a time (SQLite). Each operation is a short read-decide-write; its cost is the
-//! COMMIT, which waits for the disk. Operations that arrive together are queued to one task, which carries out whatever
-//! has gathered in one transaction per org, one after another (each sees the writes of those
-//! before it), and commits once: one fsync for the batch. Each caller waits for the commit that
-//! carries its writes and then gets its own answer; nothing is answered before it is on disk.
+//! COMMIT, which waits for the disk. Operations that arrive together are queued to one task, which
+//! carries out whatever has gathered in one transaction per org, one after another (each sees the
+//! writes of those before it), and commits once: one fsync for the batch. Each caller waits for the
+//! commit that carries its writes and then gets its own answer: nothing is answered before it is on
+//! disk, except a read-only call's record, which answers once its transaction has decided (see
+//! [`Op::answers_before_commit`]).
 //!
 //! An operation refused on its own merits (an idempotency key reused, an illegal transition)
 //! writes nothing and answers its error; the batch goes on. A store error, or a COMMIT that fails,

@@ -1,5 +1,6 @@
 //! The statements of [`crate::Store::beat`], the same text for both backends (`$n` parameters
-//! read the same in SQLite and PostgreSQL). Each backend runs them in order in one transaction.
+//! read the same in SQLite and PostgreSQL). Each backend runs them in order in one transaction
+//! (`sqlite::executors`, `postgres::executors`).
 
 /// `$1` executor: whether another executor took this one for dead (a row with `dead_at`).
 pub(crate) const WAS_DEAD: &str = "SELECT dead_at IS NOT NULL FROM executors WHERE id = $1";
@@ -30,57 +31,3 @@ pub(crate) const FORGET: &str = "DELETE FROM executors WHERE dead_at < $1";
 
 /// How long a dead executor's row is kept, in milliseconds: a week.
 pub(crate) const KEEP_DEAD_MS: i64 = 7 * 24 * 60 * 60 * 1000;
-
-/// Defines `beat(conn, beat)` for one backend's connection type: the statements above in order.
-macro_rules! beat_on {
-    ($conn:ty) => {
-        pub(super) async fn beat(
-            conn: &mut $conn,
-            beat: &$crate::Beat<'_>,
-        ) -> $crate::Result<$crate::BeatReport> {
-            use sqlx::Row;
-            use $crate::executors as sql;
-            let at = beat.at.as_millis();
-            let was_dead: Option<bool> = sqlx::query_scalar(sql::WAS_DEAD)
-                .bind(beat.executor)
-                .fetch_optional(&mut *conn)
-                .await?;
-            sqlx::query(sql::ALIVE)
-                .bind(beat.executor)
-                .bind(beat.name)
-                .bind(at)
-                .execute(&mut *conn)
-                .await?;
-            let dead: Vec<String> = sqlx::query(sql::TAKE_FOR_DEAD)
-                .bind(beat.executor)
-                .bind(at)
-                .bind(beat.stale_before.as_millis())
-                .bind(beat.starting)
-                .bind(beat.name)
-                .fetch_all(&mut *conn)
-                .await?
-                .iter()
-                .map(|row| row.try_get(0))
-                .collect::<std::result::Result<_, _>>()?;
-            let mut leases_ended = 0;
-            if !dead.is_empty() || beat.starting {
-                for statement in [sql::END_LEASES, sql::END_CLAIMS] {
-                    let done = sqlx::query(statement).bind(at).execute(&mut *conn).await?;
-                    leases_ended += done.rows_affected();
-                }
-            }
-            if beat.starting {
-                sqlx::query(sql::FORGET)
-                    .bind(at - sql::KEEP_DEAD_MS)
-                    .execute(&mut *conn)
-                    .await?;
-            }
-            Ok($crate::BeatReport {
-                dead,
-                leases_ended,
-                was_taken_for_dead: was_dead == Some(true),
-            })
-        }
-    };
-}
-pub(crate) use beat_on;
