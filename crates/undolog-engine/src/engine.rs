@@ -119,6 +119,11 @@ impl Engine {
         Ok(self.inner.store.begin(org).await?)
     }
 
+    /// A transaction whose commit does not wait for the disk (see `Store::begin_unsynced`).
+    pub(crate) async fn begin_unsynced(&self, org: &OrgId) -> Result<Box<dyn Tx>, Error> {
+        Ok(self.inner.store.begin_unsynced(org).await?)
+    }
+
     /// Decides what happens to a call: run it, replay it, hold it for a person, or refuse it. An
     /// identical call in flight is waited for (up to `wait_timeout`) and then replayed.
     pub async fn intercept(&self, call: Call) -> Result<Intercept, Error> {

@@ -196,11 +196,12 @@ impl Engine {
         });
         match &self.inner().batches {
             Some(batches) => submit(batches, |done| Op::Record { record, done }).await,
-            // Answered when the commit is visible, as a batch answers before its fsync.
+            // Committed without waiting for the disk: answered before it is durable, as a batch
+            // of records is answered before its fsync.
             None => {
-                let mut tx = self.begin(&record.call.org).await?;
+                let mut tx = self.begin_unsynced(&record.call.org).await?;
                 let (kept, events) = self.record_in(&mut *tx, &record).await?;
-                tx.commit_unsynced().await?;
+                tx.commit().await?;
                 self.published(events);
                 Ok(kept)
             }

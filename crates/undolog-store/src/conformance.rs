@@ -37,7 +37,7 @@ macro_rules! store_conformance_tests {
             api_keys_are_listed_and_revoked, compensations_of_both_kinds_round_trip,
             the_latest_run_is_the_newest_of_that_principal,
             a_dead_executors_leases_and_claims_end_when_it_is_taken_for_dead,
-            an_unsynced_commit_keeps_all_its_writes_or_none);
+            an_unsynced_transaction_keeps_all_its_writes_or_none);
     };
     (@cases $fresh:path; $($case:ident),+) => {
         $(
@@ -451,23 +451,24 @@ pub async fn dropped_transaction_rolls_back(store: Arc<dyn Store>) {
     }
 }
 
-/// `commit_unsynced` is a commit: every write is visible after it, and a refused write keeps none.
-pub async fn an_unsynced_commit_keeps_all_its_writes_or_none(store: Arc<dyn Store>) {
+/// A transaction from `begin_unsynced` commits like any other: every write is visible after it,
+/// and a refused write keeps none of it.
+pub async fn an_unsynced_transaction_keeps_all_its_writes_or_none(store: Arc<dyn Store>) {
     let kept = effect("acme", "s1", 0);
-    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let mut tx = store.begin_unsynced(&org("acme")).await.unwrap();
     tx.put_session(&session("acme", "s1")).await.unwrap();
     tx.insert_effect(&kept).await.unwrap();
-    tx.commit_unsynced().await.unwrap();
+    tx.commit().await.unwrap();
     let mut tx = store.begin(&org("acme")).await.unwrap();
     assert_eq!(tx.session_effects(&sid("s1")).await.unwrap().len(), 1);
     drop(tx);
 
     let refused = {
-        let mut tx = store.begin(&org("acme")).await.unwrap();
+        let mut tx = store.begin_unsynced(&org("acme")).await.unwrap();
         tx.put_session(&session("acme", "s2")).await.unwrap();
         match tx.insert_effect(&kept).await {
             Err(e) => Err(e),
-            Ok(()) => tx.commit_unsynced().await, // a backend that holds writes back refuses here
+            Ok(()) => tx.commit().await, // a backend that holds writes back refuses here
         }
     };
     assert!(

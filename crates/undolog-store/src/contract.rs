@@ -16,6 +16,14 @@ pub trait Store: Send + Sync + Debug {
     /// Opens a read-write transaction that sees and touches only `org`'s rows.
     async fn begin(&self, org: &OrgId) -> Result<Box<dyn Tx>>;
 
+    /// As [`Store::begin`], for a transaction whose commit does not wait for the disk: its writes
+    /// are visible at once and on disk a moment later, and a crash in between loses all of them
+    /// (never part). For writes that no caller acts on, such as the record of a read-only call.
+    /// A backend that cannot tell the two apart begins an ordinary transaction.
+    async fn begin_unsynced(&self, org: &OrgId) -> Result<Box<dyn Tx>> {
+        self.begin(org).await
+    }
+
     /// A short name for logs and errors, such as `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
 
@@ -175,12 +183,4 @@ pub trait Tx: Send {
 
     /// Makes every write of this transaction durable and visible, or none of them.
     async fn commit(self: Box<Self>) -> Result<()>;
-
-    /// As [`Tx::commit`], without waiting for the disk: the writes are visible at once and on disk
-    /// a moment later, and a crash in between loses all of them (never part). For writes that no
-    /// caller acts on, such as the record of a read-only call. A backend that cannot tell the two
-    /// apart commits.
-    async fn commit_unsynced(self: Box<Self>) -> Result<()> {
-        self.commit().await
-    }
 }

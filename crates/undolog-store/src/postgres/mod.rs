@@ -201,7 +201,12 @@ impl PostgresStore {
 impl Store for PostgresStore {
     async fn begin(&self, org: &OrgId) -> Result<Box<dyn Tx>> {
         let conn = self.pool.acquire().await?;
-        Ok(Box::new(tx::PostgresTx::new(conn, org.clone())?))
+        Ok(Box::new(tx::PostgresTx::new(conn, org.clone(), false)?))
+    }
+
+    async fn begin_unsynced(&self, org: &OrgId) -> Result<Box<dyn Tx>> {
+        let conn = self.pool.acquire().await?;
+        Ok(Box::new(tx::PostgresTx::new(conn, org.clone(), true)?))
     }
 
     fn backend(&self) -> &'static str {

@@ -76,7 +76,13 @@ impl OnError {
 }
 
 impl PostgresTx {
-    pub(super) fn new(conn: PoolConnection<Postgres>, org: OrgId) -> Result<PostgresTx> {
+    /// A transaction on `conn`; an `unsynced` one commits without waiting for the WAL to reach the
+    /// disk (`synchronous_commit = off`, for this transaction only).
+    pub(super) fn new(
+        conn: PoolConnection<Postgres>,
+        org: OrgId,
+        unsynced: bool,
+    ) -> Result<PostgresTx> {
         let settings = render(
             "SELECT set_config('role', $1, true), set_config('app.org_id', $2, true)",
             &[APP_ROLE.into(), org.as_str().into()],
@@ -93,6 +99,12 @@ impl PostgresTx {
             OnError::Database,
         );
         tx.queue(settings, OnError::Database);
+        if unsynced {
+            tx.queue(
+                "SET LOCAL synchronous_commit = off".into(),
+                OnError::Database,
+            );
+        }
         Ok(tx)
     }
 
@@ -589,13 +601,6 @@ impl Tx for PostgresTx {
     /// Sends what is queued with COMMIT, in one message.
     async fn commit(mut self: Box<Self>) -> Result<()> {
         self.send(&["COMMIT"]).await?;
-        self.open = false;
-        Ok(())
-    }
-
-    async fn commit_unsynced(mut self: Box<Self>) -> Result<()> {
-        self.send(&["SET LOCAL synchronous_commit = off", "COMMIT"])
-            .await?;
         self.open = false;
         Ok(())
     }
