@@ -206,7 +206,7 @@ impl Engine {
     }
 
     /// [`Engine::decide_intercept`] in a transaction of its own.
-    pub(crate) async fn decide_alone(&self, call: &Call, lock: LockKey) -> Result<Decision, Error> {
+    async fn decide_alone(&self, call: &Call, lock: LockKey) -> Result<Decision, Error> {
         let mut tx = self.begin(&call.org).await?;
         let (decision, events) = self.decide_in(&mut *tx, call, lock).await?;
         if let Decision::Answer(..) = decision {

@@ -323,7 +323,7 @@ impl Engine {
     }
 
     /// [`core::record_read`] in `tx`: nothing, or why it was not kept (the session is closed).
-    pub(crate) async fn record_in(
+    async fn record_in(
         &self,
         tx: &mut dyn Tx,
         record: &ReadRecord,

@@ -602,10 +602,9 @@ impl Gateway {
                 let verdicts = interceptors::verdicts(request_record, None);
                 let why = format!("upstream `{upstream}` cannot be reached: {reason}");
                 let refused = match unrecorded {
-                    Some(_) => {
+                    Some(sent) => {
                         let read = ReadOutcome::NotSent(why);
-                        self.record_read(unrecorded, effect_id, read, verdicts)
-                            .await?
+                        self.record_read(sent, effect_id, read, verdicts).await?
                     }
                     None => {
                         let recorded = self.engine.not_sent(&call.org, effect_id, why, verdicts);
@@ -637,14 +636,11 @@ impl Gateway {
         };
         crash_points::crash_point("call::before_commit");
         let verdicts = interceptors::verdicts(request_record, response_record.as_ref());
-        if unrecorded.is_some() {
+        if let Some(sent) = unrecorded {
             // Read only: one record, finished. If the store cannot take it, nothing is recorded
             // and a retry is harmless (503, as for any call the store refused).
             let read = read_outcome(&outcome);
-            if let Some(refused) = self
-                .record_read(unrecorded, effect_id, read, verdicts)
-                .await?
-            {
+            if let Some(refused) = self.record_read(sent, effect_id, read, verdicts).await? {
                 return Ok(refused);
             }
         } else {
@@ -737,16 +733,15 @@ impl Gateway {
         self.execute(call, borrowed, caller).await
     }
 
-    /// Records a read-only call sent without a record (`unrecorded`), finished; the refusal to
-    /// answer instead when its session closed meanwhile.
+    /// Records a read-only call sent without a record (the engine call, and when it was sent),
+    /// finished; the refusal to answer instead when its session closed meanwhile.
     async fn record_read(
         &self,
-        unrecorded: Option<(&Call, Timestamp)>,
+        (call, started): (&Call, Timestamp),
         effect_id: EffectId,
         read: ReadOutcome,
         verdicts: Option<Value>,
     ) -> Result<Option<Outcome>, Error> {
-        let (call, started) = unrecorded.expect("only a call sent without a record");
         let refused = self
             .engine
             .record_read(call.clone(), effect_id, started, read, verdicts)

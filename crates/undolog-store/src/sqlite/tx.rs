@@ -15,8 +15,13 @@ use crate::{
 };
 
 pub(super) struct SqliteTx {
-    tx: Immediate,
+    statements: Statements,
     org: OrgId,
+}
+
+/// The transaction's statements, apart from its org so that a statement can borrow both.
+struct Statements {
+    tx: Immediate,
     /// Whether a write ran: only then does the commit wait for the disk.
     wrote: bool,
 }
@@ -24,9 +29,8 @@ pub(super) struct SqliteTx {
 impl SqliteTx {
     pub(super) fn new(tx: Immediate, org: OrgId) -> SqliteTx {
         SqliteTx {
-            tx,
+            statements: Statements { tx, wrote: false },
             org,
-            wrote: false,
         }
     }
 
@@ -37,11 +41,11 @@ impl SqliteTx {
         binds: &[&dyn ToSql],
         map: fn(&Row<'_>) -> Result<T>,
     ) -> Result<Vec<T>> {
-        let org = self.org.as_str().to_owned();
+        let org = self.org.as_str();
         let mut params: Vec<&dyn ToSql> = Vec::with_capacity(binds.len() + 1);
         params.push(&org);
         params.extend_from_slice(binds);
-        let mut statement = self.tx.conn()?.prepare_cached(sql)?;
+        let mut statement = self.statements.tx.conn()?.prepare_cached(sql)?;
         let mut rows = statement.query(params.as_slice())?;
         let mut found = Vec::new();
         while let Some(row) = rows.next()? {
@@ -58,7 +62,9 @@ impl SqliteTx {
     ) -> Result<Option<T>> {
         Ok(self.fetch_all(sql, binds, map)?.into_iter().next())
     }
+}
 
+impl Statements {
     /// Runs a write; how many rows it changed.
     fn execute(&mut self, sql: &str, params: &[&dyn ToSql]) -> Result<usize> {
         self.wrote = true;
@@ -150,15 +156,14 @@ impl Tx for SqliteTx {
     }
 
     async fn put_session(&mut self, s: &Session) -> Result<()> {
-        let org = self.org.as_str().to_owned();
-        self.execute(
+        self.statements.execute(
             "INSERT INTO sessions (org, id, state, next_seq, failed_effect, undo_holder, \
              undo_expires_at, run_of, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (org, id) DO UPDATE SET state = excluded.state, next_seq = excluded.next_seq, \
              failed_effect = excluded.failed_effect, undo_holder = excluded.undo_holder, \
              undo_expires_at = excluded.undo_expires_at, updated_at = excluded.updated_at",
             params![
-                org,
+                self.org.as_str(),
                 s.id.as_str(),
                 s.state.as_str(),
                 s.next_seq,
@@ -199,15 +204,14 @@ impl Tx for SqliteTx {
     }
 
     async fn insert_effect(&mut self, e: &Effect) -> Result<()> {
-        let org = self.org.as_str().to_owned();
-        let result = self.execute(
+        let result = self.statements.execute(
             "INSERT INTO effects (id, org, session, seq, tool, args, step, signature, idempotency_key, \
              tier, compensation, state, result, error, approval, lease_holder, lease_expires_at, \
              created_at, updated_at, completed_at, resolved_by, verdicts) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             params![
                 e.id.to_string(),
-                org,
+                self.org.as_str(),
                 e.session.as_str(),
                 e.seq,
                 e.tool,
@@ -239,8 +243,7 @@ impl Tx for SqliteTx {
     }
 
     async fn update_effect(&mut self, e: &Effect) -> Result<()> {
-        let org = self.org.as_str().to_owned();
-        let changed = self.execute(
+        let changed = self.statements.execute(
             "UPDATE effects SET state = ?, result = ?, error = ?, approval = ?, lease_holder = ?, \
              lease_expires_at = ?, updated_at = ?, completed_at = ?, resolved_by = ?, verdicts = ? \
              WHERE org = ? AND id = ?",
@@ -255,7 +258,7 @@ impl Tx for SqliteTx {
                 e.completed_at.map(Timestamp::as_millis),
                 e.resolved_by,
                 e.verdicts.as_ref().map(serde_json::to_string).transpose()?,
-                org,
+                self.org.as_str(),
                 e.id.to_string(),
             ],
         )?;
@@ -283,14 +286,13 @@ impl Tx for SqliteTx {
     }
 
     async fn insert_approval(&mut self, a: &Approval) -> Result<()> {
-        let org = self.org.as_str().to_owned();
-        self.execute(
+        self.statements.execute(
             "INSERT INTO approvals (id, org, session, effect_id, signature, state, requested_at, \
              expires_at, requested_by, decided_by, decided_at, reason) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             params![
                 a.id.to_string(),
-                org,
+                self.org.as_str(),
                 a.session.as_str(),
                 a.effect.to_string(),
                 a.signature.as_str(),
@@ -307,8 +309,7 @@ impl Tx for SqliteTx {
     }
 
     async fn update_approval(&mut self, a: &Approval) -> Result<()> {
-        let org = self.org.as_str().to_owned();
-        let changed = self.execute(
+        let changed = self.statements.execute(
             "UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, reason = ? \
              WHERE org = ? AND id = ?",
             params![
@@ -316,7 +317,7 @@ impl Tx for SqliteTx {
                 a.decided_by,
                 a.decided_at.map(Timestamp::as_millis),
                 a.reason,
-                org,
+                self.org.as_str(),
                 a.id.to_string(),
             ],
         )?;
@@ -344,11 +345,10 @@ impl Tx for SqliteTx {
         effect: EffectId,
         at: Timestamp,
     ) -> Result<()> {
-        let org = self.org.as_str().to_owned();
-        self.execute(
+        self.statements.execute(
             "INSERT INTO undo_stack (org, session, position, effect_id, pushed_at) \
              SELECT ?1, ?2, COALESCE(MAX(position), 0) + 1, ?3, ?4 FROM undo_stack WHERE org = ?1 AND session = ?2",
-            params![org, session.as_str(), effect.to_string(), at.as_millis()],
+            params![self.org.as_str(), session.as_str(), effect.to_string(), at.as_millis()],
         )?;
         Ok(())
     }
@@ -364,11 +364,10 @@ impl Tx for SqliteTx {
     }
 
     async fn insert_snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        let org = self.org.as_str().to_owned();
-        self.execute(
+        self.statements.execute(
             "INSERT INTO session_snapshots (org, session, taken_at, body) VALUES (?, ?, ?, ?)",
             params![
-                org,
+                self.org.as_str(),
                 s.session.as_str(),
                 s.taken_at.as_millis(),
                 serde_json::to_string(&s.body)?,
@@ -383,6 +382,6 @@ impl Tx for SqliteTx {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        self.tx.commit(self.wrote).await
+        self.statements.tx.commit(self.statements.wrote).await
     }
 }
