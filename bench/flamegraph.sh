@@ -6,6 +6,7 @@
 #                                             compensable path, written to docs/perf/compensable_32.svg)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 secs=${1:-8}
 tool=${2:-get_balance}
 out=docs/perf/read_only_32.svg
@@ -19,20 +20,9 @@ work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; exit 1; }
 bank_port=$(port); gw_port=$(port)
 "$undolog" demo-bank --listen "127.0.0.1:$bank_port" >/dev/null 2>&1 & pids+=($!)
-cat > "$work/gateway.toml" <<TOML
-[[upstreams]]
-name = "bank"
-url = "http://127.0.0.1:$bank_port/mcp"
-[tools.get_balance]
-tier = "read_only"
-[tools.transfer]
-tier = "compensable"
-compensation = { tool = "transfer", args = { from_account = "{{args.to_account}}", to_account = "{{args.from_account}}", amount = "{{args.amount}}" } }
-TOML
+bank_config "$work/gateway.toml" "$bank_port"
 wait_port "$bank_port"
 "$undolog" serve --config "$work/gateway.toml" --listen "127.0.0.1:$gw_port" --store "sqlite://$work/log.db" \
   >/dev/null 2>&1 & pids+=($!); gw=$!

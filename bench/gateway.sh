@@ -12,6 +12,7 @@
 # Before any load, the gateway's RSS idle and with 1,000 live MCP sessions (bench/gateway/sessions.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 secs=${1:-10}
 rounds=${2:-3}
 work=$(mktemp -d)
@@ -36,22 +37,10 @@ if [ ! -x "$venv/bin/mcp-proxy" ]; then
 fi
 psql "$pg_url/postgres" -qc "CREATE DATABASE $pg_db" >/dev/null
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; echo "nothing listens on $1" >&2; exit 1; }
 bank_port=$(port); sqlite_port=$(port); pg_port=$(port); proxy_port=$(port)
 
 "$undolog" demo-bank --listen "127.0.0.1:$bank_port" >/dev/null 2>&1 & pids+=($!); bank_pid=$!
-cat > "$work/gateway.toml" <<TOML
-[[upstreams]]
-name = "bank"
-url = "http://127.0.0.1:$bank_port/mcp"
-
-[tools.get_balance]
-tier = "read_only"
-[tools.transfer]
-tier = "compensable"
-compensation = { tool = "transfer", args = { from_account = "{{args.to_account}}", to_account = "{{args.from_account}}", amount = "{{args.amount}}" } }
-TOML
+bank_config "$work/gateway.toml" "$bank_port"
 wait_port "$bank_port"
 "$undolog" serve --config "$work/gateway.toml" --listen "127.0.0.1:$sqlite_port" \
   --store "sqlite://$work/log.db" >"$work/sqlite.log" 2>&1 & pids+=($!); sqlite_pid=$!
