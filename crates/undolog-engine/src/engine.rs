@@ -8,13 +8,14 @@ use tokio::{
     sync::{Notify, broadcast, mpsc, oneshot},
     time::Instant,
 };
-use undolog_store::{Effect, EffectLookup, Lease, Session, Store, Tx};
+use undolog_store::{Effect, Lease, Session, Store, Tx};
 use undolog_types::{EffectId, EffectState, LockKey, OrgId, SessionId, Timestamp};
 
 use crate::{
     Call, Clock, EngineConfig, Error, Event, Intercept, Resolution, SystemClock,
     core::{self, Decision, InterceptView, Write},
     effect_updates::{self, Update},
+    known::{Known, Wanted},
 };
 
 /// The effect engine. Cheap to clone; clones share the store, clock, waiters and event stream.
@@ -39,6 +40,9 @@ pub(crate) struct Inner {
     /// Intercepts and read-only records, for the task that commits them in batches; `None`
     /// without a runtime, or when the store takes writers concurrently (see `group_commit`).
     pub(crate) batches: Option<mpsc::UnboundedSender<crate::group_commit::Op>>,
+    /// Intercepts and read-only records, batched per session when the store takes writers
+    /// concurrently (see `session_batches`); `None` without a runtime, or with `batches`.
+    pub(crate) session_batches: Option<crate::session_batches::SessionBatches>,
     /// The implicit runs read last (see `sessions`).
     pub(crate) runs: crate::sessions::RunCache,
     /// Whether the store took this executor's last heartbeat (see `executor`).
@@ -71,6 +75,7 @@ impl Engine {
                 .then(|| effect_updates::start(inner.clone())),
             batches: (runtime && store.one_writer_at_a_time())
                 .then(|| crate::group_commit::start(inner.clone())),
+            session_batches: (runtime && !store.one_writer_at_a_time()).then(Default::default),
             store,
             clock,
             config,
@@ -189,26 +194,32 @@ impl Engine {
     }
 
     /// One look at the store under the call's lock: in a batch shared with the calls that arrive
-    /// at the same moment when the store takes one writer at a time (see `group_commit`), else in
-    /// a transaction of its own.
+    /// at the same moment when the store takes one writer at a time (see `group_commit`), or with
+    /// those of the same session when it takes several (see `session_batches`), else (no runtime)
+    /// in a transaction of its own.
     async fn decide_intercept(&self, call: &Call, lock: LockKey) -> Result<Decision, Error> {
-        match &self.inner.batches {
-            Some(batches) => {
-                crate::group_commit::submit(batches, |done| crate::group_commit::Op::Intercept {
-                    call: Box::new(call.clone()),
-                    lock,
-                    done,
-                })
-                .await
-            }
-            None => self.decide_alone(call, lock).await,
+        let op = |done| crate::group_commit::Op::Intercept {
+            call: Box::new(call.clone()),
+            lock,
+            done,
+        };
+        match (&self.inner.batches, &self.inner.session_batches) {
+            (Some(batches), _) => crate::group_commit::submit(batches, op).await,
+            (None, Some(batches)) => batches.submit(self, &call.org, &call.session, op).await,
+            (None, None) => self.decide_alone(call, lock).await,
         }
     }
 
     /// [`Engine::decide_intercept`] in a transaction of its own.
     async fn decide_alone(&self, call: &Call, lock: LockKey) -> Result<Decision, Error> {
         let mut tx = self.begin(&call.org).await?;
-        let (decision, events) = self.decide_in(&mut *tx, call, lock).await?;
+        tx.lock(lock).await?;
+        let wanted = Wanted {
+            session: &call.session,
+            intercept: Some(call),
+        };
+        let mut known = Known::read(&mut *tx, [wanted]).await?;
+        let (decision, events) = self.decide_in(&mut *tx, call, &mut known).await?;
         if let Decision::Answer(..) = decision {
             tx.commit().await?;
             self.published(events);
@@ -216,22 +227,17 @@ impl Engine {
         Ok(decision)
     }
 
-    /// The decision on `call`, read and written in `tx` under the call's lock; the events its
-    /// writes make, to publish once `tx` commits.
+    /// The decision on `call`, from what `known` has of its session and earlier effect (read
+    /// under the call's lock, which `tx` holds); its writes are made in `tx` and taken into
+    /// `known`. The events they make, to publish once `tx` commits.
     pub(crate) async fn decide_in(
         &self,
         tx: &mut dyn Tx,
         call: &Call,
-        lock: LockKey,
+        known: &mut Known,
     ) -> Result<(Decision, Vec<Event>), Error> {
-        tx.lock(lock).await?;
-        let signature = call.signature();
-        let lookup = match &call.idempotency_key {
-            Some(key) => EffectLookup::LatestByKey(key),
-            None if call.policy.tier.replays() => EffectLookup::LatestBySignature(&signature),
-            None => EffectLookup::Nothing,
-        };
-        let (session, existing) = tx.session_with_effect(&call.session, lookup).await?;
+        let session = known.session(&call.session);
+        let existing = known.earlier_effect(call);
         let approval = match existing.as_ref().and_then(|e| e.approval) {
             Some(id) => tx.approval(id).await?,
             None => None,
@@ -253,6 +259,7 @@ impl Engine {
         let mut events = Vec::new();
         if let Decision::Answer(answer, writes) = &decision {
             events = self.apply(tx, writes).await?;
+            known.saw(writes);
             if let Intercept::Replay { effect_id, .. } = answer {
                 events.push(Event::EffectReplayed {
                     org: call.org.clone(),

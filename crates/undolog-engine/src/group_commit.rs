@@ -27,6 +27,7 @@ use crate::{
     core::{self, Decision, ReadOutcome},
     effect_updates::Update,
     engine::Inner,
+    known::{Known, Wanted},
 };
 
 /// A read-only call that ran, to record as one finished effect.
@@ -63,6 +64,21 @@ enum Answer {
 }
 
 impl Op {
+    /// What the operation decides on: its session, and the intercepted call's earlier effect.
+    fn wanted(&self) -> Option<Wanted<'_>> {
+        match self {
+            Op::Intercept { call, .. } => Some(Wanted {
+                session: &call.session,
+                intercept: Some(call),
+            }),
+            Op::Record { record, .. } => Some(Wanted {
+                session: &record.call.session,
+                intercept: None,
+            }),
+            Op::Update(_) => None,
+        }
+    }
+
     fn org(&self) -> &OrgId {
         match self {
             Op::Intercept { call, .. } => &call.org,
@@ -194,13 +210,25 @@ impl Engine {
             outcome,
             verdicts,
         });
-        match &self.inner().batches {
-            Some(batches) => submit(batches, |done| Op::Record { record, done }).await,
+        let inner = self.inner();
+        let (org, session) = (record.call.org.clone(), record.call.session.clone());
+        match (&inner.batches, &inner.session_batches) {
+            (Some(batches), _) => submit(batches, |done| Op::Record { record, done }).await,
+            (None, Some(batches)) => {
+                batches
+                    .submit(self, &org, &session, |done| Op::Record { record, done })
+                    .await
+            }
             // Committed without waiting for the disk: answered before it is durable, as a batch
             // of records is answered before its fsync.
-            None => {
+            (None, None) => {
                 let mut tx = self.begin_unsynced(&record.call.org).await?;
-                let (kept, events) = self.record_in(&mut *tx, &record).await?;
+                let wanted = Wanted {
+                    session: &record.call.session,
+                    intercept: None,
+                };
+                let mut known = Known::read(&mut *tx, [wanted]).await?;
+                let (kept, events) = self.record_in(&mut *tx, &record, &mut known).await?;
                 tx.commit().await?;
                 self.published(events);
                 Ok(kept)
@@ -208,7 +236,9 @@ impl Engine {
         }
     }
 
-    async fn run_ops(&self, batch: Vec<Op>) {
+    /// Carries out a batch: per org, all in one transaction when it holds more than one
+    /// operation, and each alone when that fails.
+    pub(crate) async fn run_ops(&self, batch: Vec<Op>) {
         // The fault suite stops the process here: intercepts, or outcomes, taken for a batch and
         // none of them committed.
         if batch.iter().any(|op| !matches!(op, Op::Update(_))) {
@@ -240,11 +270,12 @@ impl Engine {
     /// [`Op::answers_before_commit`]). `Err` when the transaction failed: nothing is written, and
     /// the operations not yet answered wait to run again.
     async fn run_ops_together(&self, org: &OrgId, ops: &mut [Op]) -> Result<(), Error> {
-        let mut tx = self.begin(org).await?;
+        let mut tx = self.begin_for(org, ops).await?;
+        let mut known = self.prepare(&mut *tx, ops).await?;
         let mut answers = Vec::with_capacity(ops.len());
         let mut events = Vec::new();
         for op in ops.iter_mut() {
-            let answer = match self.run_in(&mut *tx, op).await {
+            let answer = match self.run_in(&mut *tx, op, &mut known).await {
                 Ok((answer, made)) => {
                     events.extend(made);
                     Ok(answer)
@@ -275,8 +306,10 @@ impl Engine {
     async fn run_op_alone(&self, op: &mut Op) {
         let early = op.answers_before_commit();
         let done = async {
-            let mut tx = self.begin(op.org()).await?;
-            let (answer, events) = self.run_in(&mut *tx, op).await?;
+            let ops = std::slice::from_ref(op);
+            let mut tx = self.begin_for(op.org(), ops).await?;
+            let mut known = self.prepare(&mut *tx, ops).await?;
+            let (answer, events) = self.run_in(&mut *tx, op, &mut known).await?;
             if early {
                 op.send(Ok(answer));
                 tx.commit().await?;
@@ -300,14 +333,49 @@ impl Engine {
         }
     }
 
-    async fn run_in(&self, tx: &mut dyn Tx, op: &Op) -> Result<(Answer, Vec<Event>), Error> {
+    /// A transaction for `ops`: unsynced when they are all read-only records, whose callers are
+    /// answered before the commit anyway (see [`Op::answers_before_commit`]).
+    async fn begin_for(&self, org: &OrgId, ops: &[Op]) -> Result<Box<dyn Tx>, Error> {
+        if ops.iter().all(Op::answers_before_commit) {
+            self.begin_unsynced(org).await
+        } else {
+            self.begin(org).await
+        }
+    }
+
+    /// Takes the intercepts' locks, all first and in order of their keys: a transaction that
+    /// takes several takes them in the order every other one does, so two batches (on a store
+    /// with concurrent writers) never wait for each other in a circle. Then reads what the
+    /// operations decide on.
+    async fn prepare(&self, tx: &mut dyn Tx, ops: &[Op]) -> Result<Known, Error> {
+        let mut locks: Vec<LockKey> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Intercept { lock, .. } => Some(*lock),
+                _ => None,
+            })
+            .collect();
+        locks.sort_by_key(|lock| lock.as_i64());
+        locks.dedup();
+        for lock in locks {
+            tx.lock(lock).await?;
+        }
+        Known::read(tx, ops.iter().filter_map(Op::wanted)).await
+    }
+
+    async fn run_in(
+        &self,
+        tx: &mut dyn Tx,
+        op: &Op,
+        known: &mut Known,
+    ) -> Result<(Answer, Vec<Event>), Error> {
         match op {
-            Op::Intercept { call, lock, .. } => {
-                let (decision, events) = self.decide_in(tx, call, *lock).await?;
+            Op::Intercept { call, .. } => {
+                let (decision, events) = self.decide_in(tx, call, known).await?;
                 Ok((Answer::Decision(decision), events))
             }
             Op::Record { record, .. } => {
-                let (kept, events) = self.record_in(tx, record).await?;
+                let (kept, events) = self.record_in(tx, record, known).await?;
                 Ok((Answer::Recorded(kept), events))
             }
             Op::Update(update) => {
@@ -317,30 +385,37 @@ impl Engine {
                     .await?
                     .ok_or(Error::UnknownEffect(update.effect))?;
                 let writes = (update.change)(effect)?;
-                Ok((Answer::Updated, self.apply(tx, &writes).await?))
+                let events = self.apply(tx, &writes).await?;
+                known.saw(&writes);
+                Ok((Answer::Updated, events))
             }
         }
     }
 
-    /// [`core::record_read`] in `tx`: nothing, or why it was not kept (the session is closed).
+    /// [`core::record_read`] in `tx`, on the session as `known` has it: nothing, or why it was
+    /// not kept (the session is closed).
     async fn record_in(
         &self,
         tx: &mut dyn Tx,
         record: &ReadRecord,
+        known: &mut Known,
     ) -> Result<(Option<Rejection>, Vec<Event>), Error> {
         let call = &record.call;
-        let session = tx.session(&call.session).await?;
         let writes = core::record_read(
             call,
             record.effect,
             record.started,
-            session,
+            known.session(&call.session),
             record.outcome.clone(),
             record.verdicts.clone(),
             self.now(),
         );
         match writes {
-            Ok(writes) => Ok((None, self.apply(tx, &writes).await?)),
+            Ok(writes) => {
+                let events = self.apply(tx, &writes).await?;
+                known.saw(&writes);
+                Ok((None, events))
+            }
             Err(rejection) => Ok((Some(rejection), Vec::new())),
         }
     }

@@ -22,8 +22,10 @@ mod events;
 mod executor;
 mod group_commit;
 mod hints;
+mod known;
 mod outcome;
 mod saga;
+mod session_batches;
 mod sessions;
 mod undo_steps;
 

@@ -292,7 +292,7 @@ pub async fn reads_made_together_match_reads_made_alone(store: Arc<dyn Store>) {
 
     let stored = tx.session(&sid("s1")).await.unwrap();
     assert!(stored.is_some());
-    for (lookup, expected) in [
+    let table = [
         (EffectLookup::Nothing, None),
         (
             EffectLookup::LatestBySignature(&third.signature),
@@ -300,16 +300,31 @@ pub async fn reads_made_together_match_reads_made_alone(store: Arc<dyn Store>) {
         ),
         (EffectLookup::LatestByKey("k"), Some(&first)),
         (EffectLookup::LatestByKey("other"), None),
-    ] {
-        let (session, effect) = tx.session_with_effect(&sid("s1"), lookup).await.unwrap();
+    ];
+    for (lookup, expected) in table {
+        let (session, effects) = tx
+            .session_with_effects(&sid("s1"), &[lookup])
+            .await
+            .unwrap();
         assert_eq!(session, stored, "{lookup:?}");
-        assert_eq!(effect.as_ref(), expected, "{lookup:?}");
+        assert_eq!(effects, vec![expected.cloned()], "{lookup:?}");
     }
-    let (session, effect) = tx
-        .session_with_effect(&sid("nobody"), EffectLookup::LatestByKey("k"))
+    // All of them at once, in order; and none.
+    let lookups: Vec<_> = table.iter().map(|(lookup, _)| *lookup).collect();
+    let (session, effects) = tx.session_with_effects(&sid("s1"), &lookups).await.unwrap();
+    assert_eq!(session, stored);
+    let expected: Vec<_> = table.iter().map(|(_, e)| e.cloned()).collect();
+    assert_eq!(effects, expected);
+    let (session, effects) = tx.session_with_effects(&sid("s1"), &[]).await.unwrap();
+    assert_eq!((session, effects), (stored, vec![]));
+    let (session, effects) = tx
+        .session_with_effects(&sid("nobody"), &[EffectLookup::LatestByKey("k")])
         .await
         .unwrap();
-    assert_eq!((session, effect.map(|e| e.id)), (None, Some(first.id)));
+    assert_eq!(
+        (session, effects[0].as_ref().map(|e| e.id)),
+        (None, Some(first.id))
+    );
 }
 
 pub async fn session_effects_come_in_order(store: Arc<dyn Store>) {

@@ -87,7 +87,7 @@ pub struct BeatReport {
     pub was_taken_for_dead: bool,
 }
 
-/// Which effect [`Tx::session_with_effect`] reads beside the session.
+/// Which effect [`Tx::session_with_effects`] reads beside the session.
 #[derive(Debug, Clone, Copy)]
 pub enum EffectLookup<'a> {
     Nothing,
@@ -129,22 +129,25 @@ pub trait Tx: Send {
         }
         Ok(found)
     }
-    /// [`Tx::session`] (locked the same way) and one effect lookup, read together: a backend may
-    /// send both in one round trip.
-    async fn session_with_effect(
+    /// [`Tx::session`] (locked the same way) and effect lookups, read together: a backend may
+    /// send them all in one round trip. One answer per lookup, in order.
+    async fn session_with_effects(
         &mut self,
         session: &SessionId,
-        effect: EffectLookup<'_>,
-    ) -> Result<(Option<Session>, Option<Effect>)> {
+        lookups: &[EffectLookup<'_>],
+    ) -> Result<(Option<Session>, Vec<Option<Effect>>)> {
         let session = self.session(session).await?;
-        let effect = match effect {
-            EffectLookup::Nothing => None,
-            EffectLookup::LatestBySignature(signature) => {
-                self.latest_effect_by_signature(signature).await?
-            }
-            EffectLookup::LatestByKey(key) => self.latest_effect_by_key(key).await?,
-        };
-        Ok((session, effect))
+        let mut effects = Vec::with_capacity(lookups.len());
+        for lookup in lookups {
+            effects.push(match lookup {
+                EffectLookup::Nothing => None,
+                EffectLookup::LatestBySignature(signature) => {
+                    self.latest_effect_by_signature(signature).await?
+                }
+                EffectLookup::LatestByKey(key) => self.latest_effect_by_key(key).await?,
+            });
+        }
+        Ok((session, effects))
     }
     /// The newest effect with this signature.
     async fn latest_effect_by_signature(&mut self, signature: &Signature)

@@ -17,6 +17,8 @@ mod open;
 mod postgres;
 mod records;
 mod rows;
+#[cfg(feature = "scratch")]
+pub mod scratch;
 mod small_disk;
 mod sqlite;
 

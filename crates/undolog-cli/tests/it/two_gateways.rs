@@ -12,46 +12,6 @@ use serde_json::{Value, json};
 
 use crate::gateway::{Killed, curl_json, fixtures, free_port, repo, wait_healthy};
 
-/// A database of its own on the machine's PostgreSQL, dropped at the end.
-struct FreshDatabase {
-    name: String,
-}
-
-fn psql(sql: &str) {
-    let url = std::env::var("UNDOLOG_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let out = Command::new("psql")
-        .args([&url, "-v", "ON_ERROR_STOP=1", "-qc", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "PostgreSQL at {url} is needed (./verify starts it): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl FreshDatabase {
-    fn new() -> FreshDatabase {
-        let name = format!("undolog_test_gw_{}_{}", std::process::id(), free_port());
-        psql(&format!("CREATE DATABASE {name}"));
-        FreshDatabase { name }
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
-    }
-}
-
-impl Drop for FreshDatabase {
-    fn drop(&mut self) {
-        psql(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        ));
-    }
-}
-
 fn serve(config: &std::path::Path, port: u16) -> Killed {
     let gateway = Killed(
         Command::new(env!("CARGO_BIN_EXE_undolog"))
@@ -68,7 +28,7 @@ fn serve(config: &std::path::Path, port: u16) -> Killed {
 
 #[test]
 fn two_gateways_on_one_database_run_an_identical_call_once_and_share_approvals() {
-    let db = FreshDatabase::new();
+    let db = undolog_store::scratch::ScratchDatabase::new("undolog_test_gw");
     let bank_port = free_port();
     let _bank = Killed(
         Command::new(env!("CARGO_BIN_EXE_undolog"))

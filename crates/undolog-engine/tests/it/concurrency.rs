@@ -16,14 +16,14 @@ enum Seen {
     Failed(String),
 }
 
-async fn race(engine: &Engine, tool_fails: bool) -> Vec<Seen> {
+async fn race(engine: &Engine, tool_fails: bool, session: &str) -> Vec<Seen> {
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(CALLERS));
     let tasks: Vec<_> = (0..CALLERS)
         .map(|_| {
-            let (engine, barrier) = (engine.clone(), barrier.clone());
+            let (engine, barrier, session) = (engine.clone(), barrier.clone(), session.to_owned());
             tokio::spawn(async move {
                 barrier.wait().await;
-                match engine.intercept(transfer("s1", 10)).await {
+                match engine.intercept(transfer(&session, 10)).await {
                     Ok(Intercept::Execute { effect_id, .. }) => {
                         tokio::time::sleep(Duration::from_millis(50)).await; // the tool runs
                         if tool_fails {
@@ -57,7 +57,7 @@ async fn race(engine: &Engine, tool_fails: bool) -> Vec<Seen> {
 async fn sixty_four_identical_calls_run_once_and_the_rest_replay() {
     let dir = tempfile::tempdir().unwrap();
     let engine = file_engine(&dir).await;
-    let seen = race(&engine, false).await;
+    let seen = race(&engine, false, "s1").await;
     assert_eq!(seen.iter().filter(|s| **s == Seen::Executed).count(), 1);
     assert_eq!(
         seen.iter()
@@ -79,13 +79,28 @@ async fn sixty_four_identical_calls_run_once_and_the_rest_replay() {
 async fn when_the_one_running_call_fails_the_waiters_get_its_error() {
     let dir = tempfile::tempdir().unwrap();
     let engine = file_engine(&dir).await;
-    let seen = race(&engine, true).await;
+    let seen = race(&engine, true, "s1").await;
     assert_eq!(seen.iter().filter(|s| **s == Seen::Executed).count(), 1);
     let failed = seen
         .iter()
         .filter(|s| **s == Seen::Failed("insufficient funds".into()))
         .count();
     assert_eq!(failed, CALLERS - 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_postgres_too_identical_calls_run_once_and_the_rest_hear_its_answer() {
+    let db = undolog_store::scratch::ScratchDatabase::new("undolog_test_engine");
+    let engine = postgres_engine(&db).await;
+    for (tool_fails, heard) in [
+        (false, Seen::Replayed(json!({"txn": 1}))),
+        (true, Seen::Failed("insufficient funds".into())),
+    ] {
+        // A session of their own each time: a failed call is not replayed, but decided afresh.
+        let seen = race(&engine, tool_fails, &format!("s-{tool_fails}")).await;
+        assert_eq!(seen.iter().filter(|s| **s == Seen::Executed).count(), 1);
+        assert_eq!(seen.iter().filter(|s| **s == heard).count(), CALLERS - 1);
+    }
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ mod concurrency;
 mod executors;
 mod group_commit;
 mod in_doubt;
+mod postgres_batches;
 mod properties;
 mod rejected;
 mod replay;
@@ -36,16 +37,28 @@ pub async fn engine() -> (Engine, ManualClock) {
     )
 }
 
+/// An engine over a scratch PostgreSQL database, on the system clock.
+pub async fn postgres_engine(db: &undolog_store::scratch::ScratchDatabase) -> Engine {
+    let options = undolog_store::PostgresOptions::new(db.url());
+    let store = undolog_store::PostgresStore::open(options).await.unwrap();
+    system_clock_engine(Arc::new(store))
+}
+
 /// An engine over a fresh SQLite file with its full connection pool, on the system clock.
 pub async fn file_engine(dir: &tempfile::TempDir) -> Engine {
     let store = SqliteStore::open(SqliteOptions::file(dir.path().join("log.db")))
         .await
         .unwrap();
+    system_clock_engine(Arc::new(store))
+}
+
+/// An engine on the system clock that looks for other processes' changes every 20 ms.
+fn system_clock_engine(store: Arc<dyn undolog_store::Store>) -> Engine {
     let config = EngineConfig {
         poll_interval: Duration::from_millis(20),
         ..EngineConfig::default()
     };
-    Engine::new(Arc::new(store), config)
+    Engine::new(store, config)
 }
 
 pub fn org() -> OrgId {

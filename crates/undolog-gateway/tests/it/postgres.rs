@@ -5,46 +5,13 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use undolog_store::scratch::{ScratchDatabase, on_server};
+
 use crate::harness::TestGateway;
 
 /// A database of its own on the machine's PostgreSQL, dropped at the end.
-pub(crate) struct FreshDatabase {
-    name: String,
-}
-
-fn psql(sql: &str) {
-    let url = std::env::var("UNDOLOG_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let out = std::process::Command::new("psql")
-        .args([&url, "-v", "ON_ERROR_STOP=1", "-qc", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "PostgreSQL at {url} is needed (./verify starts it): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl FreshDatabase {
-    pub(crate) fn new() -> FreshDatabase {
-        let name = format!("undolog_test_gwit_{}", uuid::Uuid::now_v7().simple());
-        psql(&format!("CREATE DATABASE {name}"));
-        FreshDatabase { name }
-    }
-
-    pub(crate) fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
-    }
-}
-
-impl Drop for FreshDatabase {
-    fn drop(&mut self) {
-        psql(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        ));
-    }
+pub(crate) fn fresh_database() -> ScratchDatabase {
+    ScratchDatabase::new("undolog_test_gwit")
 }
 
 async fn send(gw: &TestGateway, method: &str, path: &str, key: &str, body: Value) -> (u16, Value) {
@@ -70,7 +37,7 @@ async fn send(gw: &TestGateway, method: &str, path: &str, key: &str, body: Value
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_org_cannot_see_approve_or_undo_anothers_effects_through_any_api() {
-    let db = FreshDatabase::new();
+    let db = fresh_database();
     let gw = TestGateway::start_on("", Some(db.url())).await;
     let a = gw.key("org-a", undolog_types::Role::Admin).await.secret;
     let b = gw.key("org-b", undolog_types::Role::Admin).await.secret;
@@ -125,7 +92,7 @@ async fn one_org_cannot_see_approve_or_undo_anothers_effects_through_any_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_of_a_call_at_one_gateway_reach_subscribers_of_another() {
-    let db = FreshDatabase::new();
+    let db = fresh_database();
     let a = TestGateway::start_on("", Some(db.url())).await;
     let b = TestGateway::start_on("", Some(db.url())).await;
     let events = a
@@ -164,7 +131,7 @@ async fn events_of_a_call_at_one_gateway_reach_subscribers_of_another() {
 /// silently marked done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_lost_mid_call_leaves_the_effect_pending_and_says_so() {
-    let db = FreshDatabase::new();
+    let db = fresh_database();
     let bank = crate::harness::Bank::start().await;
     let gw = TestGateway::start_on(
         &format!(
@@ -183,18 +150,18 @@ async fn a_database_lost_mid_call_leaves_the_effect_pending_and_says_so() {
     .await;
     let call = client.start_call("hang", json!({"seconds": 2})).await;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    psql(&format!(
+    on_server(&format!(
         "ALTER DATABASE {} ALLOW_CONNECTIONS false",
-        db.name
+        db.name()
     ));
-    psql(&format!(
+    on_server(&format!(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'",
-        db.name
+        db.name()
     ));
     let answer = client.answer(call).await;
-    psql(&format!(
+    on_server(&format!(
         "ALTER DATABASE {} ALLOW_CONNECTIONS true",
-        db.name
+        db.name()
     ));
     let error = answer["error"].as_str().unwrap_or_default();
     assert!(error.contains("could not be recorded"), "{answer}");

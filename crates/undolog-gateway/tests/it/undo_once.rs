@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::{
     harness::{BANK_TOOLS, Bank, TestGateway},
-    postgres::FreshDatabase,
+    postgres::fresh_database,
 };
 
 const EFFECTS: usize = 4;
@@ -112,7 +112,7 @@ async fn four_undos_at_once_run_four_compensations_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_undos_at_once_at_two_gateways_run_four_compensations_on_postgres() {
-    let db = FreshDatabase::new();
+    let db = fresh_database();
     let bank = Bank::start().await;
     let a = TestGateway::start_on(&bank_toml(&bank), Some(db.url())).await;
     let b = TestGateway::start_on(&bank_toml(&bank), Some(db.url())).await;

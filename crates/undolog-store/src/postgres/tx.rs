@@ -359,21 +359,30 @@ impl Tx for PostgresTx {
         self.read(&sql, rows::effect).await
     }
 
-    /// One message for both reads.
-    async fn session_with_effect(
+    /// One message for all the reads.
+    async fn session_with_effects(
         &mut self,
         session: &SessionId,
-        effect: EffectLookup<'_>,
-    ) -> Result<(Option<Session>, Option<Effect>)> {
+        lookups: &[EffectLookup<'_>],
+    ) -> Result<(Option<Session>, Vec<Option<Effect>>)> {
         let session = self.session_sql(session)?;
-        let effect = self.lookup_sql(effect)?;
+        let effects: Vec<Option<String>> = lookups
+            .iter()
+            .map(|lookup| self.lookup_sql(*lookup))
+            .collect::<Result<_>>()?;
         let reads: Vec<&str> = std::iter::once(session.as_str())
-            .chain(effect.as_deref())
+            .chain(effects.iter().flatten().map(String::as_str))
             .collect();
         let mut rows = self.send(&reads).await?.into_iter();
         let session = first(rows.next(), rows::session)?;
-        let effect = first(rows.next(), rows::effect)?;
-        Ok((session, effect))
+        let effects = effects
+            .iter()
+            .map(|sql| match sql {
+                Some(_) => first(rows.next(), rows::effect),
+                None => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        Ok((session, effects))
     }
 
     async fn latest_effect_by_signature(

@@ -1,0 +1,140 @@
+//! What a transaction knows of the rows its operations decide on: each session it holds, and the
+//! earlier effect each intercept looks for. They are read once, at the start, all in one round
+//! trip where the store allows (`Tx::session_with_effects`), and kept up to date with the
+//! transaction's own writes as each operation makes them, so a batch of operations costs one
+//! read however many it holds, and each sees what those before it wrote.
+//!
+//! Nothing else can change these rows meanwhile: the transaction holds the session's row and
+//! each intercept's lock (its signature's or its idempotency key's) from the read to the commit.
+
+use std::collections::HashMap;
+
+use undolog_store::{Effect, EffectLookup, Session, Tx};
+use undolog_types::{SessionId, Signature};
+
+use crate::{Call, Error, core::Write};
+
+/// An effect lookup, owned.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Lookup {
+    Signature(Signature),
+    Key(String),
+}
+
+impl Lookup {
+    fn borrowed(&self) -> EffectLookup<'_> {
+        match self {
+            Lookup::Signature(signature) => EffectLookup::LatestBySignature(signature),
+            Lookup::Key(key) => EffectLookup::LatestByKey(key),
+        }
+    }
+}
+
+/// The earlier effect an intercept of `call` decides on: by its idempotency key, else by its
+/// signature when its tier replays, else none.
+fn lookup_of(call: &Call) -> Option<Lookup> {
+    match &call.idempotency_key {
+        Some(key) => Some(Lookup::Key(key.clone())),
+        None if call.policy.tier.replays() => Some(Lookup::Signature(call.signature())),
+        None => None,
+    }
+}
+
+/// One session an operation reads, and the intercepted call, if it is an intercept.
+pub(crate) struct Wanted<'a> {
+    pub(crate) session: &'a SessionId,
+    pub(crate) intercept: Option<&'a Call>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Known {
+    /// `None`: the session does not exist (yet).
+    sessions: HashMap<SessionId, Option<Session>>,
+    /// `None`: no effect matches.
+    effects: HashMap<Lookup, Option<Effect>>,
+}
+
+impl Known {
+    /// Reads what `wanted` needs, one round trip per session.
+    pub(crate) async fn read(
+        tx: &mut dyn Tx,
+        wanted: impl IntoIterator<Item = Wanted<'_>>,
+    ) -> Result<Known, Error> {
+        let mut per_session: Vec<(&SessionId, Vec<Lookup>)> = Vec::new();
+        for want in wanted {
+            let at = match per_session.iter().position(|(s, _)| *s == want.session) {
+                Some(at) => at,
+                None => {
+                    per_session.push((want.session, Vec::new()));
+                    per_session.len() - 1
+                }
+            };
+            let lookups = &mut per_session[at].1;
+            if let Some(lookup) = want.intercept.and_then(lookup_of)
+                && !lookups.contains(&lookup)
+            {
+                lookups.push(lookup);
+            }
+        }
+        let mut known = Known::default();
+        for (session, lookups) in per_session {
+            let borrowed: Vec<EffectLookup<'_>> = lookups.iter().map(Lookup::borrowed).collect();
+            let (row, effects) = tx.session_with_effects(session, &borrowed).await?;
+            known.sessions.insert(session.clone(), row);
+            known.effects.extend(lookups.into_iter().zip(effects));
+        }
+        Ok(known)
+    }
+
+    /// The session as this transaction has it now.
+    pub(crate) fn session(&self, id: &SessionId) -> Option<Session> {
+        self.sessions
+            .get(id)
+            .expect("every session an operation decides on is read first")
+            .clone()
+    }
+
+    /// The earlier effect an intercept of `call` decides on, as this transaction has it now.
+    pub(crate) fn earlier_effect(&self, call: &Call) -> Option<Effect> {
+        let lookup = lookup_of(call)?;
+        self.effects
+            .get(&lookup)
+            .expect("every intercept's lookup is read first")
+            .clone()
+    }
+
+    /// Takes in writes the transaction has just made.
+    pub(crate) fn saw(&mut self, writes: &[Write]) {
+        for write in writes {
+            match write {
+                Write::PutSession(session) => {
+                    self.sessions
+                        .insert(session.id.clone(), Some(session.clone()));
+                }
+                // The newest effect of its signature and of its key (effects are numbered in
+                // their session, and a signature names one session).
+                Write::InsertEffect(effect) => {
+                    for lookup in lookups_of(effect) {
+                        self.effects.insert(lookup, Some(effect.clone()));
+                    }
+                }
+                Write::UpdateEffect(effect) => {
+                    for lookup in lookups_of(effect) {
+                        if let Some(Some(known)) = self.effects.get_mut(&lookup)
+                            && known.id == effect.id
+                        {
+                            *known = effect.clone();
+                        }
+                    }
+                }
+                Write::InsertApproval(_) | Write::UpdateApproval(_) | Write::PushUndo { .. } => {}
+            }
+        }
+    }
+}
+
+/// The lookups that find `effect` when it is the newest of its kind.
+fn lookups_of(effect: &Effect) -> impl Iterator<Item = Lookup> + '_ {
+    std::iter::once(Lookup::Signature(effect.signature.clone()))
+        .chain(effect.idempotency_key.clone().map(Lookup::Key))
+}

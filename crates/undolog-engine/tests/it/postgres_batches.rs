@@ -1,0 +1,132 @@
+//! The engine on PostgreSQL, where the intercepts and read-only records of one session that
+//! arrive together share one transaction (`session_batches`): each call still gets an effect of
+//! its own, numbered without gaps, identical calls still run once, and a refused call takes no
+//! neighbour down with it.
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use serde_json::json;
+use tokio::sync::Barrier;
+use undolog_engine::{Error, Intercept, ReadOutcome};
+use undolog_store::scratch::ScratchDatabase;
+use undolog_types::EffectId;
+
+use crate::*;
+
+const TRANSFERS: usize = 48;
+const READS: usize = 16;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_calls_at_once_share_transactions_and_each_gets_its_own_effect() {
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let engine = postgres_engine(&db).await;
+    let barrier = Arc::new(Barrier::new(TRANSFERS + READS + 2));
+    let mut transfers = Vec::new();
+    for n in 0..TRANSFERS {
+        let (engine, barrier) = (engine.clone(), barrier.clone());
+        transfers.push(tokio::spawn(async move {
+            barrier.wait().await;
+            engine.intercept(transfer("s1", n as i64)).await
+        }));
+    }
+    let mut reads = Vec::new();
+    for _ in 0..READS {
+        let (engine, barrier) = (engine.clone(), barrier.clone());
+        reads.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let (id, started) = (EffectId::generate(), engine.now());
+            let outcome = ReadOutcome::Answered(json!({"balance": 100}));
+            let kept = engine
+                .record_read(get_balance("s1"), id, started, outcome, None)
+                .await;
+            (id, kept)
+        }));
+    }
+    // Beside them, a call the engine refuses (its idempotency key names another call) ...
+    let first = must_execute(&engine, transfer("s1", -1).with_idempotency_key("k")).await;
+    let refused = {
+        let (engine, barrier) = (engine.clone(), barrier.clone());
+        tokio::spawn(async move {
+            barrier.wait().await;
+            engine
+                .intercept(transfer("s1", -2).with_idempotency_key("k"))
+                .await
+        })
+    };
+    barrier.wait().await;
+
+    let mut executed = BTreeSet::new();
+    for task in transfers {
+        match task.await.unwrap() {
+            Ok(Intercept::Execute { effect_id, .. }) => assert!(executed.insert(effect_id)),
+            other => panic!("a new transfer executes: {other:?}"),
+        }
+    }
+    for task in reads {
+        let (id, kept) = task.await.unwrap();
+        assert_eq!(kept.unwrap(), None, "the read is recorded");
+        assert!(executed.insert(id), "each read its own effect");
+    }
+    let refused = refused.await.unwrap();
+    assert!(
+        matches!(refused, Err(Error::KeyReused { .. })),
+        "... refused alone: {refused:?}"
+    );
+
+    let effects = engine
+        .session_effects(&org(), &session("s1"))
+        .await
+        .unwrap();
+    let ids: BTreeSet<EffectId> = effects
+        .iter()
+        .map(|e| e.id)
+        .filter(|id| *id != first)
+        .collect();
+    assert_eq!(
+        ids, executed,
+        "every call answered is recorded, nothing else"
+    );
+    let seqs: Vec<i64> = effects.iter().map(|e| e.seq).collect();
+    let expected: Vec<i64> = (0..=(TRANSFERS + READS) as i64).collect();
+    assert_eq!(
+        seqs, expected,
+        "numbered in their session without gaps or repeats"
+    );
+    let (rows, transactions) = inserting_transactions(&db);
+    assert_eq!(rows, TRANSFERS + READS + 1);
+    assert!(
+        transactions < rows,
+        "calls that arrived together shared a transaction: {rows} effects in {transactions}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_do_not_share_transactions() {
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let engine = postgres_engine(&db).await;
+    let barrier = Arc::new(Barrier::new(TRANSFERS));
+    let tasks: Vec<_> = (0..TRANSFERS)
+        .map(|n| {
+            let (engine, barrier) = (engine.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                must_execute(&engine, transfer(&format!("s{}", n % 4), n as i64)).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let distinct = db.query(
+        "SELECT count(*) FROM (SELECT xmin::text FROM effects GROUP BY xmin::text \
+         HAVING count(DISTINCT session) > 1) shared",
+    );
+    assert_eq!(distinct, "0", "a transaction carries one session's calls");
+}
+
+/// The effects, and the transactions that inserted them (a row's `xmin`).
+fn inserting_transactions(db: &ScratchDatabase) -> (usize, usize) {
+    let counts = db.query("SELECT count(*), count(DISTINCT xmin::text) FROM effects");
+    let (rows, transactions) = counts.split_once('|').expect("two counts");
+    (rows.parse().unwrap(), transactions.parse().unwrap())
+}
