@@ -23,8 +23,8 @@ use undolog_store::Tx;
 use undolog_types::{EffectId, LockKey, OrgId, Timestamp};
 
 use crate::{
-    Call, Engine, Error, Event, Rejection,
-    core::{self, Decision, ReadOutcome},
+    Call, Engine, Error, Event, Intercept, Rejection,
+    core::{self, Decision, ReadOutcome, Write},
     effect_updates::Update,
     engine::Inner,
     known::{Known, Wanted},
@@ -97,23 +97,36 @@ impl Op {
     }
 
     /// Sends the answer, unless it was sent already (the operation runs again alone after its
-    /// batch failed).
-    fn send(&mut self, answer: Result<Answer, Error>) {
+    /// batch failed). The effect an `Execute` created that nobody heard, because its caller
+    /// stopped waiting: then nobody will send the call.
+    fn send(&mut self, answer: Result<Answer, Error>) -> Option<EffectId> {
+        /// The answer, when nobody took it.
         fn deliver<T>(
             done: &mut Option<oneshot::Sender<Result<T, Error>>>,
             answer: Result<T, Error>,
-        ) {
-            if let Some(done) = done.take() {
-                let _ = done.send(answer);
-            }
+        ) -> Option<Result<T, Error>> {
+            done.take()?.send(answer).err()
         }
         match (self, answer) {
-            (Op::Intercept { done, .. }, Ok(Answer::Decision(d))) => deliver(done, Ok(d)),
-            (Op::Record { done, .. }, Ok(Answer::Recorded(r))) => deliver(done, Ok(r)),
-            (Op::Update(update), Ok(Answer::Updated)) => deliver(&mut update.done, Ok(())),
-            (Op::Intercept { done, .. }, Err(e)) => deliver(done, Err(e)),
-            (Op::Record { done, .. }, Err(e)) => deliver(done, Err(e)),
-            (Op::Update(update), Err(e)) => deliver(&mut update.done, Err(e)),
+            (Op::Intercept { done, .. }, Ok(Answer::Decision(d))) => match deliver(done, Ok(d)) {
+                // Only an effect this decision created: one taken over or released after an
+                // approval keeps its history as it is.
+                Some(Ok(Decision::Answer(Intercept::Execute { effect_id, .. }, writes)))
+                    if writes
+                        .iter()
+                        .any(|w| matches!(w, Write::InsertEffect(e) if e.id == effect_id)) =>
+                {
+                    Some(effect_id)
+                }
+                _ => None,
+            },
+            (Op::Record { done, .. }, Ok(Answer::Recorded(r))) => deliver(done, Ok(r)).and(None),
+            (Op::Update(update), Ok(Answer::Updated)) => {
+                deliver(&mut update.done, Ok(())).and(None)
+            }
+            (Op::Intercept { done, .. }, Err(e)) => deliver(done, Err(e)).and(None),
+            (Op::Record { done, .. }, Err(e)) => deliver(done, Err(e)).and(None),
+            (Op::Update(update), Err(e)) => deliver(&mut update.done, Err(e)).and(None),
             (_, Ok(_)) => unreachable!("each operation answers in its own kind"),
         }
     }
@@ -286,7 +299,7 @@ impl Engine {
                 Err(e) => Err(e),
             };
             if op.answers_before_commit() {
-                op.send(answer);
+                self.answer(op, answer);
                 answers.push(None);
             } else {
                 answers.push(Some(answer));
@@ -296,7 +309,7 @@ impl Engine {
         self.published(events);
         for (op, answer) in ops.iter_mut().zip(answers) {
             if let Some(answer) = answer {
-                op.send(answer);
+                self.answer(op, answer);
             }
         }
         Ok(())
@@ -311,7 +324,7 @@ impl Engine {
             let mut known = self.prepare(&mut *tx, ops).await?;
             let (answer, events) = self.run_in(&mut *tx, op, &mut known).await?;
             if early {
-                op.send(Ok(answer));
+                self.answer(op, Ok(answer));
                 tx.commit().await?;
                 self.published(events);
                 return Ok(None);
@@ -322,15 +335,32 @@ impl Engine {
         }
         .await;
         match done {
-            Ok(Some(answer)) => op.send(Ok(answer)),
+            Ok(Some(answer)) => self.answer(op, Ok(answer)),
             Ok(None) => {}
             Err(e) => {
                 if early {
                     tracing::warn!(error = %e, "the record of a read-only call could not be kept");
                 }
-                op.send(Err(e));
+                self.answer(op, Err(e));
             }
         }
+    }
+
+    /// Answers `op`. An intercept whose caller stopped waiting before it heard "execute" is never
+    /// sent: its effect is marked so at once (rejected, as a call that could not be sent), so
+    /// that an identical call is decided afresh instead of waiting for the lease to run out.
+    fn answer(&self, op: &mut Op, answer: Result<Answer, Error>) {
+        let Some(effect) = op.send(answer) else {
+            return;
+        };
+        let (engine, org) = (self.clone(), op.org().clone());
+        // On a task: the update waits for a batch, and this one may be what it waits for.
+        tokio::spawn(async move {
+            let reason = "its caller stopped waiting before the call was sent";
+            if let Err(e) = engine.not_sent(&org, effect, reason, None).await {
+                tracing::warn!(error = %e, %effect, "a call nobody will send stays pending until its lease ends");
+            }
+        });
     }
 
     /// A transaction for `ops`: unsynced when they are all read-only records, whose callers are

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use undolog_engine::{Error, Intercept};
+use undolog_types::EffectState;
 
 use crate::*;
 
@@ -142,4 +143,43 @@ async fn the_same_idempotency_key_in_flight_waits_for_the_first() {
             result: json!("done")
         }
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_caller_went_away_before_it_heard_execute_is_never_sent_and_runs_on_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = undolog_store::scratch::ScratchDatabase::new("undolog_test_engine");
+    let engines = [
+        ("SQLite", file_engine(&dir).await),
+        ("PostgreSQL", postgres_engine(&db).await),
+    ];
+    for (store, engine) in engines {
+        // Polled once (queued for its batch), then dropped: nobody will hear "execute".
+        let gone = tokio::time::timeout(Duration::ZERO, engine.intercept(transfer("s1", 10))).await;
+        assert!(gone.is_err(), "{store}: the caller gave up first");
+        let retry = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match engine
+                    .intercept(transfer("s1", 10).with_wait(Duration::from_millis(50)))
+                    .await
+                {
+                    Ok(Intercept::Execute { effect_id, .. }) => break effect_id,
+                    Err(Error::StillRunning { .. }) => continue,
+                    other => panic!("{store}: unexpected {other:?}"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{store}: the identical call still waits for one nobody runs"));
+        let effects = engine
+            .session_effects(&org(), &session("s1"))
+            .await
+            .unwrap();
+        let states: Vec<_> = effects.iter().map(|e| (e.id == retry, e.state)).collect();
+        assert_eq!(
+            states,
+            vec![(false, EffectState::Rejected), (true, EffectState::Pending)],
+            "{store}: the unheard one never sent, the retry running"
+        );
+    }
 }
