@@ -3,12 +3,12 @@
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use rusqlite::{Row, ToSql, params};
+use rusqlite::{ToSql, params};
 use undolog_types::{
     ApprovalId, ApprovalState, EffectId, LockKey, OrgId, SessionId, Signature, Timestamp,
 };
 
-use super::{connection::is_unique_violation, immediate::Immediate};
+use super::{connection::is_unique_violation, immediate::Immediate, rows::InOrder};
 use crate::{
     Approval, Effect, Error, Result, Session, Snapshot, Tx,
     rows::{self, APPROVAL_COLUMNS, EFFECT_COLUMNS, SESSION_COLUMNS},
@@ -39,7 +39,7 @@ impl SqliteTx {
         &mut self,
         sql: &str,
         binds: &[&dyn ToSql],
-        map: fn(&Row<'_>) -> Result<T>,
+        map: fn(&InOrder<'_, '_>) -> Result<T>,
     ) -> Result<Vec<T>> {
         let org = self.org.as_str();
         let mut params: Vec<&dyn ToSql> = Vec::with_capacity(binds.len() + 1);
@@ -49,7 +49,7 @@ impl SqliteTx {
         let mut rows = statement.query(params.as_slice())?;
         let mut found = Vec::new();
         while let Some(row) = rows.next()? {
-            found.push(map(row)?);
+            found.push(map(&InOrder::new(row))?);
         }
         Ok(found)
     }
@@ -58,7 +58,7 @@ impl SqliteTx {
         &mut self,
         sql: &str,
         binds: &[&dyn ToSql],
-        map: fn(&Row<'_>) -> Result<T>,
+        map: fn(&InOrder<'_, '_>) -> Result<T>,
     ) -> Result<Option<T>> {
         Ok(self.fetch_all(sql, binds, map)?.into_iter().next())
     }
@@ -357,9 +357,7 @@ impl Tx for SqliteTx {
         let sql =
             "SELECT effect_id FROM undo_stack WHERE org = ? AND session = ? ORDER BY position";
         self.fetch_all(sql, &[&session.as_str()], |row| {
-            let id: String = row.get(0)?;
-            id.parse()
-                .map_err(|e: undolog_types::Error| Error::Corrupt(e.to_string()))
+            rows::parsed(row, "effect_id")
         })
     }
 
