@@ -3,7 +3,7 @@
 //!
 //! Run: bench/pg/engine_vs_pgbench.sh (which also measures pgbench in the same run), or
 //! `cargo bench -p undolog-engine --bench postgres_sessions` with PostgreSQL at
-//! `UNDOLOG_BENCH_POSTGRES_URL` (default the test server). Each session is a task making new
+//! `UNDOLOG_TEST_POSTGRES_URL` (default the machine's server). Each session is a task making new
 //! calls one after another; criterion's throughput is calls per second over all sessions. The
 //! scratch database is dropped at the end.
 
@@ -12,36 +12,18 @@ use std::{sync::Arc, time::Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use undolog_engine::{Call, Engine, EngineConfig, Intercept, ToolPolicy};
-use undolog_store::{Compensation, PostgresOptions, PostgresStore};
+use undolog_store::{Compensation, PostgresOptions, PostgresStore, scratch::ScratchDatabase};
 use undolog_types::{Args, OrgId, SessionId, Tier};
 
 const SESSIONS: [usize; 3] = [1, 8, 32];
-
-fn psql(server: &str, sql: &str) {
-    let out = std::process::Command::new("psql")
-        .args([server, "-v", "ON_ERROR_STOP=1", "-qc", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    let server = std::env::var("UNDOLOG_BENCH_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let database = format!("undolog_bench_engine_{}", std::process::id());
-    psql(&server, &format!("CREATE DATABASE \"{database}\""));
-    let url = match server.rsplit_once('/') {
-        Some((base, _)) => format!("{base}/{database}"),
-        None => panic!("UNDOLOG_BENCH_POSTGRES_URL needs a database part"),
-    };
+    let database = ScratchDatabase::new("undolog_bench_engine");
+    let url = database.url();
     let engine = runtime.block_on(async {
         let options = PostgresOptions {
             max_connections: 40,
@@ -73,10 +55,7 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
     drop(engine);
-    psql(
-        &server,
-        &format!("DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"),
-    );
+    drop(database);
 }
 
 /// `calls` new compensable calls, one after another, in a session of its own.

@@ -9,13 +9,13 @@ use tokio::{
     time::Instant,
 };
 use undolog_store::{Effect, Lease, Session, Store, Tx};
-use undolog_types::{EffectId, EffectState, LockKey, OrgId, SessionId, Timestamp};
+use undolog_types::{EffectId, EffectState, OrgId, SessionId, Timestamp};
 
 use crate::{
     Call, Clock, EngineConfig, Error, Event, Intercept, Resolution, SystemClock,
     core::{self, Decision, InterceptView, Write},
     effect_updates::{self, Update},
-    known::{Known, Wanted},
+    known::{Known, Target, Wanted},
 };
 
 /// The effect engine. Cheap to clone; clones share the store, clock, waiters and event stream.
@@ -133,10 +133,7 @@ impl Engine {
     /// identical call in flight is waited for (up to `wait_timeout`) and then replayed.
     pub async fn intercept(&self, call: Call) -> Result<Intercept, Error> {
         self.validate(&call)?;
-        let lock = match &call.idempotency_key {
-            Some(key) => LockKey::of(format!("{}\0{key}", call.org).as_bytes()),
-            None => call.signature().lock_key(),
-        };
+        let target = Target::of(&call);
         let wait = call.wait.map_or(self.inner.config.wait_timeout, |w| {
             w.min(self.inner.config.wait_timeout)
         });
@@ -144,7 +141,7 @@ impl Engine {
         loop {
             let mut changed = pin!(self.inner.changed.notified());
             changed.as_mut().enable(); // registered before we look, so no wake-up is missed
-            let effect = match self.decide_intercept(&call, lock).await? {
+            let effect = match self.decide_intercept(&call, &target).await? {
                 Decision::Answer(answer, _) => return Ok(answer),
                 Decision::Wait(effect) => effect,
             };
@@ -197,29 +194,29 @@ impl Engine {
     /// at the same moment when the store takes one writer at a time (see `group_commit`), or with
     /// those of the same session when it takes several (see `session_batches`), else (no runtime)
     /// in a transaction of its own.
-    async fn decide_intercept(&self, call: &Call, lock: LockKey) -> Result<Decision, Error> {
+    async fn decide_intercept(&self, call: &Call, target: &Target) -> Result<Decision, Error> {
         let op = |done| crate::group_commit::Op::Intercept {
             call: Box::new(call.clone()),
-            lock,
+            target: target.clone(),
             done,
         };
         match (&self.inner.batches, &self.inner.session_batches) {
             (Some(batches), _) => crate::group_commit::submit(batches, op).await,
             (None, Some(batches)) => batches.submit(self, &call.org, &call.session, op).await,
-            (None, None) => self.decide_alone(call, lock).await,
+            (None, None) => self.decide_alone(call, target).await,
         }
     }
 
     /// [`Engine::decide_intercept`] in a transaction of its own.
-    async fn decide_alone(&self, call: &Call, lock: LockKey) -> Result<Decision, Error> {
+    async fn decide_alone(&self, call: &Call, target: &Target) -> Result<Decision, Error> {
         let mut tx = self.begin(&call.org).await?;
-        tx.lock(lock).await?;
+        tx.lock(target.lock).await?;
         let wanted = Wanted {
             session: &call.session,
-            intercept: Some(call),
+            lookup: target.lookup.as_ref(),
         };
         let mut known = Known::read(&mut *tx, [wanted]).await?;
-        let (decision, events) = self.decide_in(&mut *tx, call, &mut known).await?;
+        let (decision, events) = self.decide_in(&mut *tx, call, target, &mut known).await?;
         if let Decision::Answer(..) = decision {
             tx.commit().await?;
             self.published(events);
@@ -227,17 +224,18 @@ impl Engine {
         Ok(decision)
     }
 
-    /// The decision on `call`, from what `known` has of its session and earlier effect (read
-    /// under the call's lock, which `tx` holds); its writes are made in `tx` and taken into
-    /// `known`. The events they make, to publish once `tx` commits.
+    /// The decision on `call`, from what `known` has of its session and the earlier effect of
+    /// its `target` (read under the target's lock, which `tx` holds); its writes are made in
+    /// `tx` and taken into `known`. The events they make, to publish once `tx` commits.
     pub(crate) async fn decide_in(
         &self,
         tx: &mut dyn Tx,
         call: &Call,
+        target: &Target,
         known: &mut Known,
     ) -> Result<(Decision, Vec<Event>), Error> {
         let session = known.session(&call.session);
-        let existing = known.earlier_effect(call);
+        let existing = known.earlier_effect(target.lookup.as_ref());
         let approval = match existing.as_ref().and_then(|e| e.approval) {
             Some(id) => tx.approval(id).await?,
             None => None,

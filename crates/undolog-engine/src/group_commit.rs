@@ -27,7 +27,7 @@ use crate::{
     core::{self, Decision, ReadOutcome, Write},
     effect_updates::Update,
     engine::Inner,
-    known::{Known, Wanted},
+    known::{Known, Target, Wanted},
 };
 
 /// A read-only call that ran, to record as one finished effect.
@@ -44,7 +44,7 @@ pub(crate) struct ReadRecord {
 pub(crate) enum Op {
     Intercept {
         call: Box<Call>,
-        lock: LockKey,
+        target: Target,
         done: Option<oneshot::Sender<Result<Decision, Error>>>,
     },
     Record {
@@ -67,13 +67,13 @@ impl Op {
     /// What the operation decides on: its session, and the intercepted call's earlier effect.
     fn wanted(&self) -> Option<Wanted<'_>> {
         match self {
-            Op::Intercept { call, .. } => Some(Wanted {
+            Op::Intercept { call, target, .. } => Some(Wanted {
                 session: &call.session,
-                intercept: Some(call),
+                lookup: target.lookup.as_ref(),
             }),
             Op::Record { record, .. } => Some(Wanted {
                 session: &record.call.session,
-                intercept: None,
+                lookup: None,
             }),
             Op::Update(_) => None,
         }
@@ -108,27 +108,26 @@ impl Op {
             done.take()?.send(answer).err()
         }
         match (self, answer) {
-            (Op::Intercept { done, .. }, Ok(Answer::Decision(d))) => match deliver(done, Ok(d)) {
+            (Op::Intercept { done, .. }, Ok(Answer::Decision(d))) => {
                 // Only an effect this decision created: one taken over or released after an
                 // approval keeps its history as it is.
-                Some(Ok(Decision::Answer(Intercept::Execute { effect_id, .. }, writes)))
-                    if writes
+                if let Some(Ok(Decision::Answer(Intercept::Execute { effect_id, .. }, writes))) =
+                    deliver(done, Ok(d))
+                    && writes
                         .iter()
-                        .any(|w| matches!(w, Write::InsertEffect(e) if e.id == effect_id)) =>
+                        .any(|w| matches!(w, Write::InsertEffect(e) if e.id == effect_id))
                 {
-                    Some(effect_id)
+                    return Some(effect_id);
                 }
-                _ => None,
-            },
-            (Op::Record { done, .. }, Ok(Answer::Recorded(r))) => deliver(done, Ok(r)).and(None),
-            (Op::Update(update), Ok(Answer::Updated)) => {
-                deliver(&mut update.done, Ok(())).and(None)
             }
-            (Op::Intercept { done, .. }, Err(e)) => deliver(done, Err(e)).and(None),
-            (Op::Record { done, .. }, Err(e)) => deliver(done, Err(e)).and(None),
-            (Op::Update(update), Err(e)) => deliver(&mut update.done, Err(e)).and(None),
+            (Op::Record { done, .. }, Ok(Answer::Recorded(r))) => _ = deliver(done, Ok(r)),
+            (Op::Update(update), Ok(Answer::Updated)) => _ = deliver(&mut update.done, Ok(())),
+            (Op::Intercept { done, .. }, Err(e)) => _ = deliver(done, Err(e)),
+            (Op::Record { done, .. }, Err(e)) => _ = deliver(done, Err(e)),
+            (Op::Update(update), Err(e)) => _ = deliver(&mut update.done, Err(e)),
             (_, Ok(_)) => unreachable!("each operation answers in its own kind"),
         }
+        None
     }
 }
 
@@ -224,10 +223,10 @@ impl Engine {
             verdicts,
         });
         let inner = self.inner();
-        let (org, session) = (record.call.org.clone(), record.call.session.clone());
         match (&inner.batches, &inner.session_batches) {
             (Some(batches), _) => submit(batches, |done| Op::Record { record, done }).await,
             (None, Some(batches)) => {
+                let (org, session) = (record.call.org.clone(), record.call.session.clone());
                 batches
                     .submit(self, &org, &session, |done| Op::Record { record, done })
                     .await
@@ -238,7 +237,7 @@ impl Engine {
                 let mut tx = self.begin_unsynced(&record.call.org).await?;
                 let wanted = Wanted {
                     session: &record.call.session,
-                    intercept: None,
+                    lookup: None,
                 };
                 let mut known = Known::read(&mut *tx, [wanted]).await?;
                 let (kept, events) = self.record_in(&mut *tx, &record, &mut known).await?;
@@ -381,7 +380,7 @@ impl Engine {
         let mut locks: Vec<LockKey> = ops
             .iter()
             .filter_map(|op| match op {
-                Op::Intercept { lock, .. } => Some(*lock),
+                Op::Intercept { target, .. } => Some(target.lock),
                 _ => None,
             })
             .collect();
@@ -400,8 +399,8 @@ impl Engine {
         known: &mut Known,
     ) -> Result<(Answer, Vec<Event>), Error> {
         match op {
-            Op::Intercept { call, .. } => {
-                let (decision, events) = self.decide_in(tx, call, known).await?;
+            Op::Intercept { call, target, .. } => {
+                let (decision, events) = self.decide_in(tx, call, target, known).await?;
                 Ok((Answer::Decision(decision), events))
             }
             Op::Record { record, .. } => {

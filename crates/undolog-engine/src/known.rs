@@ -10,13 +10,13 @@
 use std::collections::HashMap;
 
 use undolog_store::{Effect, EffectLookup, Session, Tx};
-use undolog_types::{SessionId, Signature};
+use undolog_types::{LockKey, SessionId, Signature};
 
 use crate::{Call, Error, core::Write};
 
 /// An effect lookup, owned.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Lookup {
+pub(crate) enum Lookup {
     Signature(Signature),
     Key(String),
 }
@@ -30,20 +30,41 @@ impl Lookup {
     }
 }
 
-/// The earlier effect an intercept of `call` decides on: by its idempotency key, else by its
-/// signature when its tier replays, else none.
-fn lookup_of(call: &Call) -> Option<Lookup> {
-    match &call.idempotency_key {
-        Some(key) => Some(Lookup::Key(key.clone())),
-        None if call.policy.tier.replays() => Some(Lookup::Signature(call.signature())),
-        None => None,
+/// What an intercept of one call looks at, worked out once per call (the signature is a hash
+/// of the canonical arguments): the lock it takes, and the earlier effect it decides on — by
+/// its idempotency key, else by its signature when its tier replays, else none.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) lock: LockKey,
+    pub(crate) lookup: Option<Lookup>,
+}
+
+impl Target {
+    pub(crate) fn of(call: &Call) -> Target {
+        match &call.idempotency_key {
+            Some(key) => Target {
+                lock: LockKey::of(format!("{}\0{key}", call.org).as_bytes()),
+                lookup: Some(Lookup::Key(key.clone())),
+            },
+            None => {
+                let signature = call.signature();
+                Target {
+                    lock: signature.lock_key(),
+                    lookup: call
+                        .policy
+                        .tier
+                        .replays()
+                        .then_some(Lookup::Signature(signature)),
+                }
+            }
+        }
     }
 }
 
-/// One session an operation reads, and the intercepted call, if it is an intercept.
+/// One session an operation reads, and the earlier effect it looks for, if any.
 pub(crate) struct Wanted<'a> {
     pub(crate) session: &'a SessionId,
-    pub(crate) intercept: Option<&'a Call>,
+    pub(crate) lookup: Option<&'a Lookup>,
 }
 
 #[derive(Debug, Default)]
@@ -70,10 +91,10 @@ impl Known {
                 }
             };
             let lookups = &mut per_session[at].1;
-            if let Some(lookup) = want.intercept.and_then(lookup_of)
-                && !lookups.contains(&lookup)
+            if let Some(lookup) = want.lookup
+                && !lookups.contains(lookup)
             {
-                lookups.push(lookup);
+                lookups.push(lookup.clone());
             }
         }
         let mut known = Known::default();
@@ -94,11 +115,10 @@ impl Known {
             .clone()
     }
 
-    /// The earlier effect an intercept of `call` decides on, as this transaction has it now.
-    pub(crate) fn earlier_effect(&self, call: &Call) -> Option<Effect> {
-        let lookup = lookup_of(call)?;
+    /// The earlier effect `lookup` finds, as this transaction has it now.
+    pub(crate) fn earlier_effect(&self, lookup: Option<&Lookup>) -> Option<Effect> {
         self.effects
-            .get(&lookup)
+            .get(lookup?)
             .expect("every intercept's lookup is read first")
             .clone()
     }

@@ -21,7 +21,7 @@ impl ScratchDatabase {
     /// A new empty database whose name starts with `prefix` (letters, digits and `_`).
     pub fn new(prefix: &str) -> ScratchDatabase {
         let name = format!("{prefix}_{}", uuid::Uuid::now_v7().simple());
-        psql(&format!("CREATE DATABASE {name}"));
+        on_server(&format!("CREATE DATABASE {name}"));
         ScratchDatabase { name }
     }
 
@@ -31,16 +31,7 @@ impl ScratchDatabase {
 
     /// The database's URL: the server's, with this database in place of its own.
     pub fn url(&self) -> String {
-        let server = server_url();
-        let (base, query) = match server.split_once('?') {
-            Some((base, query)) => (base, format!("?{query}")),
-            None => (server.as_str(), String::new()),
-        };
-        let host = match base.rsplit_once('/') {
-            Some((host, _)) if host.contains("//") && !host.ends_with('/') => host,
-            _ => base,
-        };
-        format!("{host}/{}{query}", self.name)
+        database_url(&server_url(), &self.name)
     }
 
     /// Runs `sql` in this database and answers its rows, `|`-separated (psql's unaligned form).
@@ -51,7 +42,7 @@ impl ScratchDatabase {
 
 impl Drop for ScratchDatabase {
     fn drop(&mut self) {
-        psql(&format!(
+        on_server(&format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",
             self.name
         ));
@@ -64,8 +55,19 @@ pub fn on_server(sql: &str) -> String {
     run_psql(&server_url(), sql)
 }
 
-fn psql(sql: &str) {
-    on_server(sql);
+/// `server` (`postgres://user@host:port/db?options`) with `database` in place of `db`, or added
+/// when it names none; its options kept.
+fn database_url(server: &str, database: &str) -> String {
+    let (base, options) = match server.split_once('?') {
+        Some((base, options)) => (base, format!("?{options}")),
+        None => (server, String::new()),
+    };
+    let authority = base.find("://").map_or(0, |at| at + 3);
+    let host = match base[authority..].find('/') {
+        Some(at) => &base[..authority + at],
+        None => base,
+    };
+    format!("{host}/{database}{options}")
 }
 
 fn run_psql(url: &str, sql: &str) -> String {
@@ -79,4 +81,28 @@ fn run_psql(url: &str, sql: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::database_url;
+
+    #[test]
+    fn the_database_part_of_the_server_url_is_replaced_and_the_rest_kept() {
+        let cases = [
+            (
+                "postgres://postgres@127.0.0.1:5432/postgres",
+                "postgres://postgres@127.0.0.1:5432/t",
+            ),
+            ("postgres://u@h", "postgres://u@h/t"),
+            ("postgres://u@h/", "postgres://u@h/t"),
+            (
+                "postgres://u@h/db?sslmode=disable",
+                "postgres://u@h/t?sslmode=disable",
+            ),
+        ];
+        for (server, expected) in cases {
+            assert_eq!(database_url(server, "t"), expected, "{server}");
+        }
+    }
 }

@@ -23,7 +23,11 @@ const CACHED_STATEMENTS: usize = 64;
 
 /// The connection, shared by every clone of the store, and how long a task waits for it.
 #[derive(Clone)]
-pub(super) struct Shared(Arc<Mutex<Slot>>, Duration);
+pub(super) struct Shared {
+    slot: Arc<Mutex<Slot>>,
+    /// The busy timeout.
+    wait: Duration,
+}
 
 impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -44,26 +48,25 @@ impl Shared {
     pub(super) fn open(options: SqliteOptions) -> Result<Shared> {
         let conn = connect(&options)?;
         let wait = options.busy_timeout;
-        Ok(Shared(
-            Arc::new(Mutex::new(Slot {
-                conn: Some(conn),
-                options,
-            })),
-            wait,
-        ))
+        let slot = Arc::new(Mutex::new(Slot {
+            conn: Some(conn),
+            options,
+        }));
+        Ok(Shared { slot, wait })
     }
 
     /// Waits for the connection, up to the busy timeout: a transaction left open for that long
     /// (or one that waits for another in the same task) gets an error, not a hang.
     pub(super) async fn take(&self) -> Result<Held> {
-        tokio::time::timeout(self.1, self.0.clone().lock_owned())
+        tokio::time::timeout(self.wait, self.slot.clone().lock_owned())
             .await
             .map_err(|_| {
                 Error::Database(
                     format!(
-                        "the store's connection was not free within {:?}: a transaction is held \
-                         open too long",
-                        self.1
+                        "the store's connection was not free within {:?} (its busy timeout): a \
+                         transaction is held open too long; retry, and if it keeps happening look \
+                         for an operation that stalls in the middle of a transaction",
+                        self.wait
                     )
                     .into(),
                 )

@@ -5,7 +5,10 @@ use std::sync::LazyLock;
 use rusqlite::{OptionalExtension, params};
 use undolog_types::{OrgId, Timestamp};
 
-use super::connection::{Shared, is_unique_violation};
+use super::{
+    connection::{Shared, is_unique_violation},
+    rows::InOrder,
+};
 use crate::{ApiKey, Error, Result, rows, rows::API_KEY_COLUMNS};
 
 static BY_HASH: LazyLock<String> =
@@ -53,7 +56,7 @@ pub(super) async fn list(conn: &Shared, org: Option<&OrgId>) -> Result<Vec<ApiKe
     let org = org.map(OrgId::as_str);
     Shared::with(&mut held, |conn| {
         conn.prepare_cached(&LIST)?
-            .query_map([org], |row| Ok(rows::api_key(row)))?
+            .query_map([org], |row| Ok(rows::api_key(&InOrder::new(row))))?
             .collect::<rusqlite::Result<Vec<_>>>()
     })
     .await?
@@ -91,7 +94,7 @@ async fn one(conn: &Shared, sql: &str, param: &str) -> Result<Option<ApiKey>> {
     let mut held = conn.take().await?;
     Shared::with(&mut held, |conn| {
         conn.prepare_cached(sql)?
-            .query_row([param], |row| Ok(rows::api_key(row)))
+            .query_row([param], |row| Ok(rows::api_key(&InOrder::new(row))))
             .optional()
     })
     .await?

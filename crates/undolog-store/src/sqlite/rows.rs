@@ -6,16 +6,6 @@ use rusqlite::Row;
 
 use crate::{Result, rows::Columns};
 
-impl Columns for Row<'_> {
-    fn text_opt(&self, column: &str) -> Result<Option<String>> {
-        Ok(self.get(column)?)
-    }
-
-    fn int_opt(&self, column: &str) -> Result<Option<i64>> {
-        Ok(self.get(column)?)
-    }
-}
-
 /// A row whose columns are found by name starting where the last one was found: the records are
 /// read mostly in the order their SELECT lists the columns, so a lookup is usually one
 /// comparison. (rusqlite's `get(name)` compares every column's name in turn, each through the
