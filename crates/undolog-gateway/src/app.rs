@@ -21,6 +21,8 @@ pub struct Gateway {
     pub(crate) key_cache: crate::auth::KeyCache,
     /// The calls this gateway runs as tasks.
     pub(crate) tasks: crate::tasks::Tasks,
+    /// The authorization server whose tokens it takes, when `[oauth]` is configured.
+    pub(crate) oauth: Option<crate::oauth::OAuth>,
 }
 
 impl Gateway {
@@ -63,7 +65,9 @@ impl Gateway {
         for conn in upstreams.connections() {
             conn.relay.use_interceptors(interceptors.clone());
         }
+        let oauth = config.oauth.clone().map(crate::oauth::OAuth::new);
         Ok(Arc::new(Gateway {
+            oauth,
             config,
             engine,
             upstreams,
@@ -104,7 +108,7 @@ pub async fn serve_http(
         .has_api_keys()
         .await
         .map_err(|e| Error::Startup(e.to_string()))?;
-    if !addr.ip().is_loopback() && !has_keys {
+    if !addr.ip().is_loopback() && !has_keys && gateway.oauth.is_none() {
         return Err(Error::Startup(format!(
             "refusing to listen on {addr}: no API keys exist, so anyone who can reach this address \
              would act as org `default`. Create a key first (`undolog keys create --org NAME`), or \

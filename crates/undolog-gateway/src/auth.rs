@@ -26,15 +26,25 @@ use rand::RngCore;
 use undolog_store::{ApiKey, Store};
 use undolog_types::{OrgId, Role, Timestamp};
 
-use crate::{Error, Gateway};
+use crate::{Error, Gateway, oauth::Challenge};
 
-/// Who a request acts for: its org, who it is, and what its role allows.
+/// Who a request acts for: its org, what its role allows, and what proved it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub org: OrgId,
-    /// The key that proved it; none for the local operator and the stdio client.
-    pub key_id: Option<String>,
     pub role: Role,
+    pub credential: Credential,
+}
+
+/// What proved a [`Principal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// Nothing: open mode's local operator, or the stdio client.
+    Local,
+    /// One of this gateway's API keys.
+    ApiKey { id: String },
+    /// An access token of the configured authorization server, for this subject (`sub`).
+    Token { subject: String },
 }
 
 impl Principal {
@@ -42,8 +52,8 @@ impl Principal {
     pub fn open() -> Principal {
         Principal {
             org: OrgId::new("default").expect("a valid org name"),
-            key_id: None,
             role: Role::Admin,
+            credential: Credential::Local,
         }
     }
 
@@ -57,16 +67,25 @@ impl Principal {
 
     /// Who this is, as recorded with the calls it makes and the decisions it takes.
     pub fn actor(&self) -> String {
-        match (&self.key_id, self.role) {
-            (Some(id), _) => format!("api-key:{id}"),
-            (None, Role::Agent) => "stdio client".to_owned(),
-            (None, _) => "local operator".to_owned(),
+        match (&self.credential, self.role) {
+            (Credential::ApiKey { id }, _) => format!("api-key:{id}"),
+            (Credential::Token { subject }, _) => format!("oauth:{subject}"),
+            (Credential::Local, Role::Agent) => "stdio client".to_owned(),
+            (Credential::Local, _) => "local operator".to_owned(),
+        }
+    }
+
+    /// The key that proved this principal, if a key did.
+    pub fn key_id(&self) -> Option<&str> {
+        match &self.credential {
+            Credential::ApiKey { id } => Some(id),
+            _ => None,
         }
     }
 
     /// Whether this is open mode's local operator (the one person of a gateway without keys).
     pub fn is_local_operator(&self) -> bool {
-        self.key_id.is_none() && self.role == Role::Admin
+        self.credential == Credential::Local && self.role == Role::Admin
     }
 
     /// Refuses (403) unless this principal's role includes `needed`; `action` says what was
@@ -75,15 +94,31 @@ impl Principal {
         if self.role.includes(needed) {
             return Ok(());
         }
-        Err(Error::Forbidden(format!(
-            "{action} needs the {needed} role, and {} is an {}: use a key with that role (an \
-             admin makes one with `undolog keys create --org {} --role {needed}`)",
-            self.actor(),
-            self.role,
-            self.org
-        )))
+        let how = match self.credential {
+            Credential::Token { .. } => format!(
+                "sign in with a token that grants the {needed} role's scope (or use a key made \
+                 with `undolog keys create --org {} --role {needed}`)",
+                self.org
+            ),
+            _ => format!(
+                "use a key with that role (an admin makes one with `undolog keys create --org {} \
+                 --role {needed}`)",
+                self.org
+            ),
+        };
+        Err(Error::RoleMissing {
+            needed,
+            message: format!(
+                "{action} needs the {needed} role, and {} is an {}: {how}",
+                self.actor(),
+                self.role,
+            ),
+        })
     }
 }
+
+/// How every API key begins; an access token never does.
+const KEY_PREFIX: &str = "ul_";
 
 /// A newly made key: the secret is shown once and never stored.
 #[derive(Debug)]
@@ -104,7 +139,7 @@ pub async fn create_key(
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     let id = hex(&bytes[..4]);
-    let secret = format!("ul_{id}_{}", hex(&bytes[4..]));
+    let secret = format!("{KEY_PREFIX}{id}_{}", hex(&bytes[4..]));
     let key = ApiKey {
         id: id.clone(),
         org: org.clone(),
@@ -151,10 +186,20 @@ impl Gateway {
                     })
             })
             .transpose()?;
-        let principal = match bearer {
-            Some(secret) => self.principal_of_key(secret).await?,
-            None if self.open_mode().await? => Principal::open(),
-            None => {
+        let principal = match (bearer, &self.oauth) {
+            // API keys are `ul_…`; anything else is the authorization server's token.
+            (Some(token), Some(oauth)) if !token.starts_with(KEY_PREFIX) => {
+                oauth.principal(token).await.map_err(|refusal| match refusal {
+                    crate::oauth::Refusal::Invalid(why) => Error::InvalidToken(why),
+                    crate::oauth::Refusal::NoRole(why) => Error::RoleMissing {
+                        needed: Role::Agent,
+                        message: why,
+                    },
+                })?
+            }
+            (Some(secret), _) => self.principal_of_key(secret).await?,
+            (None, _) if self.open_mode().await? => Principal::open(),
+            (None, _) => {
                 return Err(Error::Unauthorized(
                     "this gateway needs an API key: send `Authorization: Bearer <key>`".into(),
                 ));
@@ -200,8 +245,8 @@ impl Gateway {
         }
         let principal = Principal {
             org: key.org,
-            key_id: Some(key.id),
             role: key.role,
+            credential: Credential::ApiKey { id: key.id },
         };
         self.key_cache.put(hash, principal.clone());
         Ok(principal)
@@ -211,7 +256,8 @@ impl Gateway {
     /// [`OPEN_MODE_RECHECK`], so a key made by another process closes it within that; keys are
     /// never deleted, so once one is seen the answer is kept.
     async fn open_mode(&self) -> Result<bool, Error> {
-        if self.key_cache.keys_exist() {
+        // With an authorization server configured every request needs a credential.
+        if self.oauth.is_some() || self.key_cache.keys_exist() {
             return Ok(false);
         }
         if self.key_cache.recently_open() {
@@ -231,17 +277,21 @@ impl Gateway {
     }
 }
 
-/// Axum middleware: puts the caller's [`Principal`] into the request, or answers 401/403.
+/// Axum middleware: puts the caller's [`Principal`] into the request, or answers 401/403 with
+/// the `WWW-Authenticate` challenge that says what to send (with `[oauth]`: where to get a token,
+/// or which scope is missing).
 ///
 /// `GET /events` also takes the key as `?access_token=<key>`, because a browser's `EventSource`
-/// cannot send headers; no other route does, so keys stay out of URLs everywhere else.
+/// cannot send headers; no other route does, so keys stay out of URLs everywhere else. A
+/// dashboard signed in through the authorization server sends its session cookie instead
+/// ([`crate::oauth::login`]).
 pub(crate) async fn require_principal(
     State(gateway): State<Arc<Gateway>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let authenticated = match query_token(&request) {
-        Some(token) => {
+    let authenticated = match (query_token(&request), &gateway.oauth) {
+        (Some(token), _) => {
             let mut headers = request.headers().clone();
             match axum::http::HeaderValue::from_str(&format!("Bearer {token}")) {
                 Ok(value) => {
@@ -253,24 +303,37 @@ pub(crate) async fn require_principal(
                 )),
             }
         }
-        None => gateway.authenticate(request.headers()).await,
-    };
-    match authenticated {
-        Ok(principal) => {
-            request.extensions_mut().insert(principal);
-            next.run(request).await
-        }
-        Err(e) => {
-            let mut response = e.into_response();
-            if response.status() == axum::http::StatusCode::UNAUTHORIZED {
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    axum::http::HeaderValue::from_static("Bearer realm=\"undolog\""),
-                );
+        (None, Some(oauth)) if !request.headers().contains_key(header::AUTHORIZATION) => {
+            match oauth.logins.signed_in(request.method(), request.headers()) {
+                Some(signed_in) => signed_in,
+                None => gateway.authenticate(request.headers()).await,
             }
-            response
         }
+        (None, _) => gateway.authenticate(request.headers()).await,
+    };
+    let (principal, mut response) = match authenticated {
+        Ok(principal) => {
+            request.extensions_mut().insert(principal.clone());
+            (Some(principal), next.run(request).await)
+        }
+        Err(e) => (None, e.into_response()),
+    };
+    let challenge = response.extensions().get::<Challenge>().cloned();
+    let value = match (&gateway.oauth, challenge) {
+        // A scope is what a token lacks; a key's role is not a scope.
+        (Some(oauth), Some(Challenge::InsufficientScope(role))) => principal
+            .is_none_or(|p| matches!(p.credential, Credential::Token { .. }))
+            .then(|| oauth.challenge(&Challenge::InsufficientScope(role))),
+        (Some(oauth), Some(challenge)) => Some(oauth.challenge(&challenge)),
+        (None, Some(Challenge::Missing | Challenge::InvalidToken(_))) => {
+            Some(axum::http::HeaderValue::from_static("Bearer realm=\"undolog\""))
+        }
+        _ => None,
+    };
+    if let Some(value) = value {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
     }
+    response
 }
 
 /// How long a verified key is trusted without asking the store again.
@@ -334,22 +397,41 @@ fn query_token(request: &Request) -> Option<String> {
     })
 }
 
-/// Whether requests need a key now: the dashboard asks before it calls anything, so a person is
-/// asked for a key instead of seeing failed requests.
+/// Whether requests need a key now, and whether a person may sign in through the identity
+/// provider instead: the dashboard asks before it calls anything, so a person is asked for a key
+/// (or offered the sign-in) instead of seeing failed requests.
 pub(crate) async fn mode(State(gateway): State<Arc<Gateway>>) -> Response {
+    let sign_in = gateway
+        .oauth
+        .as_ref()
+        .is_some_and(|o| o.settings.dashboard.is_some());
     match gateway.open_mode().await {
-        Ok(open) => axum::Json(serde_json::json!({ "api_key_required": !open })).into_response(),
+        Ok(open) => axum::Json(serde_json::json!({
+            "api_key_required": !open,
+            "sign_in": sign_in.then_some("/v1/auth/login"),
+        }))
+        .into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-/// Who the credentials are: the org, key id and role, for the dashboard's header and the CLI.
-pub(crate) async fn whoami(axum::Extension(principal): axum::Extension<Principal>) -> Response {
+/// Who the credentials are: the org, key id and role, for the dashboard's header and the CLI;
+/// for a signed-in dashboard also the CSRF token its changes must carry.
+pub(crate) async fn whoami(
+    State(gateway): State<Arc<Gateway>>,
+    axum::Extension(principal): axum::Extension<Principal>,
+    headers: HeaderMap,
+) -> Response {
+    let csrf = match (&gateway.oauth, headers.contains_key(header::AUTHORIZATION)) {
+        (Some(oauth), false) => oauth.logins.csrf(&headers),
+        _ => None,
+    };
     axum::Json(serde_json::json!({
         "org": principal.org,
-        "key_id": principal.key_id,
+        "key_id": principal.key_id(),
         "role": principal.role,
         "principal": principal.actor(),
+        "csrf": csrf,
     }))
     .into_response()
 }

@@ -10,6 +10,8 @@ use rmcp::ErrorData;
 use serde_json::json;
 use undolog_engine::Error as EngineError;
 
+use crate::oauth::Challenge;
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("no tool named {0:?}; list the tools to see what this gateway offers")]
@@ -42,6 +44,15 @@ pub enum Error {
     Unauthorized(String),
     #[error("{0}")]
     Forbidden(String),
+    /// An access token that is not good here (bad signature, expired, another resource's...).
+    #[error("{0}")]
+    InvalidToken(String),
+    /// The principal's role does not include `needed`.
+    #[error("{message}")]
+    RoleMissing {
+        needed: undolog_types::Role,
+        message: String,
+    },
     #[error("the request was cancelled by the client")]
     Cancelled,
     #[error(
@@ -92,8 +103,8 @@ impl Error {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::Unauthorized(_) | Error::InvalidToken(_) => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) | Error::RoleMissing { .. } => StatusCode::FORBIDDEN,
             Error::Cancelled => StatusCode::BAD_REQUEST,
             Error::TasksRequired(_) => StatusCode::BAD_REQUEST,
             Error::CallFailed { .. } => StatusCode::CONFLICT,
@@ -156,7 +167,8 @@ impl Error {
             Error::Unprocessable(_) => "unprocessable",
             Error::RequestTimeout(_) => "body_too_slow",
             Error::Unauthorized(_) => "unauthorized",
-            Error::Forbidden(_) => "forbidden",
+            Error::Forbidden(_) | Error::RoleMissing { .. } => "forbidden",
+            Error::InvalidToken(_) => "invalid_token",
             Error::Cancelled => "cancelled",
             Error::TasksRequired(_) => "tasks_required",
             Error::CallFailed { .. } => "call_failed",
@@ -272,6 +284,16 @@ impl IntoResponse for Error {
                 .expect("a body is an object")
                 .extend(fields);
         }
-        (status, Json(body)).into_response()
+        let challenge = match &self {
+            Error::Unauthorized(_) => Some(Challenge::Missing),
+            Error::InvalidToken(why) => Some(Challenge::InvalidToken(why.clone())),
+            Error::RoleMissing { needed, .. } => Some(Challenge::InsufficientScope(*needed)),
+            _ => None,
+        };
+        let mut response = (status, Json(body)).into_response();
+        if let Some(challenge) = challenge {
+            response.extensions_mut().insert(challenge);
+        }
+        response
     }
 }

@@ -18,6 +18,7 @@ pub mod fuzzing;
 mod http;
 mod interceptors;
 mod mcp;
+mod oauth;
 mod policy;
 mod results;
 mod runs;
@@ -26,7 +27,7 @@ mod template;
 mod upstream;
 
 pub use app::{Gateway, serve_http, serve_stdio};
-pub use auth::{NewKey, Principal, create_key};
+pub use auth::{Credential, NewKey, Principal, create_key};
 pub use config::{ConfigSource, GatewayConfig};
 pub use demo::DemoBank;
 pub use error::Error;

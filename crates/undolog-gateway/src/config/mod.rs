@@ -3,6 +3,7 @@
 //! key and says how to fix it.
 
 mod interceptors;
+mod oauth;
 mod raw;
 mod validate;
 
@@ -16,6 +17,7 @@ use serde::Serialize;
 use undolog_store::{Compensation, StoreUrl};
 use undolog_types::Tier;
 
+pub use oauth::{DashboardClient, OAuthSettings, RoleScopes};
 pub(crate) use raw::RawConfig;
 
 /// Where the configuration comes from, besides defaults and the environment.
@@ -48,6 +50,8 @@ pub struct GatewayConfig {
     pub tools: BTreeMap<String, ToolSettings>,
     /// The interceptor chain, in configuration order (the chain orders by type and priority).
     pub interceptors: Vec<InterceptorConfig>,
+    /// Access tokens of an authorization server, beside API keys; `None`: API keys alone.
+    pub oauth: Option<OAuthSettings>,
 }
 
 /// One `[[interceptors]]` entry, checked for shape; its `config` is checked against the
@@ -236,6 +240,7 @@ const ENV_KEYS: &[&str] = &[
     "limits",
     "http",
     "store_pool",
+    "oauth",
 ];
 
 impl GatewayConfig {

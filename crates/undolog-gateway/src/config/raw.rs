@@ -33,6 +33,33 @@ pub(crate) struct RawConfig {
     pub(crate) tools: BTreeMap<String, RawTool>,
     #[serde(default)]
     pub(crate) interceptors: Vec<RawInterceptor>,
+    pub(crate) oauth: Option<RawOAuth>,
+}
+
+/// `[oauth]`: access tokens of an OAuth 2.1 authorization server, beside API keys.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawOAuth {
+    /// The authorization server's issuer identifier; tokens must carry it as `iss`.
+    pub(crate) issuer: Option<String>,
+    /// This gateway's resource URL (its `/mcp`); tokens must name it in `aud` (RFC 8707).
+    pub(crate) resource: Option<String>,
+    /// Where the issuer's signing keys are; read from its metadata when absent.
+    pub(crate) jwks_uri: Option<String>,
+    /// `RS256` and/or `ES256` (both by default).
+    pub(crate) algorithms: Option<Vec<String>>,
+    /// The claim that names the org (default `org`).
+    pub(crate) org_claim: Option<String>,
+    /// The org of tokens that carry no such claim; without it they are refused.
+    pub(crate) org: Option<String>,
+    pub(crate) agent_scope: Option<String>,
+    pub(crate) approver_scope: Option<String>,
+    pub(crate) admin_scope: Option<String>,
+    /// Clock skew allowed on `exp` and `nbf`, in seconds (default 30).
+    pub(crate) leeway_secs: Option<u64>,
+    /// The dashboard's sign-in through the authorization server (authorization code + PKCE).
+    pub(crate) dashboard_client_id: Option<String>,
+    pub(crate) dashboard_client_secret: Option<String>,
 }
 
 /// One `[[interceptors]]` entry: an interceptor server (stdio or Streamable HTTP) or a built-in.

@@ -139,7 +139,10 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         .map(|(i, raw)| super::interceptors::interceptor(i, raw))
         .collect::<Result<Vec<_>, _>>()?;
 
+    let oauth = raw.oauth.map(super::oauth::oauth).transpose()?;
+
     Ok(GatewayConfig {
+        oauth,
         interceptors,
         listen,
         store,

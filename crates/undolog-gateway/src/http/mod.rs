@@ -1,6 +1,7 @@
 //! The HTTP surface: MCP at `/mcp`, the REST tool call, the admin and SDK APIs under `/v1`, and
-//! `GET /events`, and the dashboard at `/`. Every route but `/healthz`, `/v1/auth` and the
-//! dashboard's page and assets (which hold no data) needs credentials (see [`crate::auth`]), and
+//! `GET /events`, and the dashboard at `/`. Every route but `/healthz`, `/v1/auth` (and the
+//! dashboard's sign-in under it), the OAuth protected resource metadata and the dashboard's page
+//! and assets (which hold no data) needs credentials (see [`crate::auth`]), and
 //! every route, those included, refuses cross-site and DNS-rebinding requests first
 //! ([`origin_guard`]).
 
@@ -31,7 +32,7 @@ use rmcp::transport::streamable_http_server::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{Gateway, auth, mcp::McpFront};
+use crate::{Gateway, auth, mcp::McpFront, oauth};
 
 pub(crate) use body::{JsonBody, parse as parse_body};
 pub(crate) use parse_guard::check as check_mcp_body;
@@ -100,6 +101,17 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
         .merge(authenticated)
         .route("/healthz", get(health::healthz))
         .route("/v1/auth", get(auth::mode))
+        .route("/v1/auth/login", get(oauth::login::login))
+        .route("/v1/auth/callback", get(oauth::login::callback))
+        .route("/v1/auth/logout", post(oauth::login::logout))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(oauth::resource_metadata),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*resource}",
+            get(oauth::resource_metadata),
+        )
         .merge(dashboard::routes())
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(middleware::from_fn_with_state(

@@ -1,0 +1,432 @@
+//! The dashboard's sign-in through the authorization server: authorization code with PKCE (S256)
+//! and a `state` kept here, then a session cookie (HttpOnly, SameSite=Strict, Secure when the
+//! resource is https) that stands for the access token the code was exchanged for. The token is
+//! checked like any bearer token, so its scopes decide the role. A request that changes anything
+//! with the cookie must also carry the session's CSRF token in `X-UndoLog-CSRF`, which only the
+//! dashboard's own page can read (from `GET /v1/whoami`).
+//!
+//! Sign-ins live in this process: a gateway restart, or another gateway behind the same name,
+//! asks the person to sign in again.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration, Instant},
+};
+
+use axum::{
+    extract::{Query, State},
+    http::{HeaderMap, HeaderValue, Method, StatusCode, header},
+    response::{Html, IntoResponse, Response},
+};
+use base64::Engine as _;
+use rand::RngCore;
+use serde::Deserialize;
+use sha2::Digest;
+
+use crate::{Error, Gateway, Principal};
+
+/// The cookie that carries a dashboard session.
+pub(crate) const COOKIE: &str = "undolog_session";
+/// The header an unsafe request with the cookie must carry.
+pub(crate) const CSRF_HEADER: &str = "x-undolog-csrf";
+/// How long a person has to finish signing in at the authorization server.
+const PENDING_FOR: Duration = Duration::from_secs(10 * 60);
+/// Above this many sign-ins in progress, the oldest are forgotten.
+const PENDING_AT_MOST: usize = 1024;
+
+#[derive(Debug)]
+struct Pending {
+    verifier: String,
+    started: Instant,
+}
+
+#[derive(Debug)]
+struct Session {
+    principal: Principal,
+    csrf: String,
+    until: Instant,
+}
+
+/// Sign-ins in progress (by `state`) and signed-in dashboards (by cookie).
+#[derive(Debug, Default)]
+pub(crate) struct Logins {
+    pending: Mutex<HashMap<String, Pending>>,
+    sessions: Mutex<HashMap<String, Session>>,
+}
+
+impl Logins {
+    /// The principal of a request that carries a session cookie and no other credential;
+    /// `None` when it carries no cookie.
+    pub(crate) fn signed_in(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> Option<Result<Principal, Error>> {
+        let id = cookie(headers)?;
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(session) = sessions.get(&id).filter(|s| s.until > Instant::now()) else {
+            return Some(Err(Error::Unauthorized(
+                "this dashboard sign-in has ended (expired, signed out, or the gateway \
+                 restarted): sign in again"
+                    .into(),
+            )));
+        };
+        let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+        let csrf = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+        if !safe && csrf != Some(session.csrf.as_str()) {
+            return Some(Err(Error::Forbidden(format!(
+                "a request that changes something with the dashboard's cookie must carry its \
+                 {CSRF_HEADER} header (the dashboard sends it; other pages cannot)"
+            ))));
+        }
+        Some(Ok(session.principal.clone()))
+    }
+
+    /// The CSRF token of the session `headers` carry, for the dashboard's page.
+    pub(crate) fn csrf(&self, headers: &HeaderMap) -> Option<String> {
+        let id = cookie(headers)?;
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.get(&id).map(|s| s.csrf.clone())
+    }
+
+    fn start(&self) -> (String, String) {
+        let (state, verifier) = (random(), random());
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, p| p.started.elapsed() < PENDING_FOR);
+        if pending.len() >= PENDING_AT_MOST
+            && let Some(oldest) = pending
+                .iter()
+                .min_by_key(|(_, p)| p.started)
+                .map(|(state, _)| state.clone())
+        {
+            pending.remove(&oldest);
+        }
+        pending.insert(
+            state.clone(),
+            Pending {
+                verifier: verifier.clone(),
+                started: Instant::now(),
+            },
+        );
+        (state, verifier)
+    }
+
+    /// The verifier of sign-in `state`, which ends with this (a `state` is good once).
+    fn finish(&self, state: &str) -> Option<String> {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending
+            .remove(state)
+            .filter(|p| p.started.elapsed() < PENDING_FOR)
+            .map(|p| p.verifier)
+    }
+
+    fn open(&self, principal: Principal, until: Instant) -> String {
+        let id = random();
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        sessions.retain(|_, s| s.until > now);
+        sessions.insert(
+            id.clone(),
+            Session {
+                principal,
+                csrf: random(),
+                until,
+            },
+        );
+        id
+    }
+
+    fn close(&self, headers: &HeaderMap) {
+        if let Some(id) = cookie(headers) {
+            let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            sessions.remove(&id);
+        }
+    }
+}
+
+/// 32 random bytes, base64url: a state, a verifier (RFC 7636's 43 characters), a session id.
+fn random() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// RFC 7636's S256 challenge of `verifier`.
+fn challenge(verifier: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier))
+}
+
+fn cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (name, value) = pair.trim().split_once('=')?;
+            (name == COOKIE).then(|| value.to_owned())
+        })
+}
+
+impl super::OAuth {
+    /// Where the authorization server sends the person back: `/v1/auth/callback` at the
+    /// resource's origin.
+    fn redirect_uri(&self) -> String {
+        let mut url = self.settings.resource.clone();
+        url.set_path("/v1/auth/callback");
+        url.set_query(None);
+        url.to_string()
+    }
+
+    fn secure(&self) -> bool {
+        self.settings.resource.scheme() == "https"
+    }
+
+    /// The scopes the dashboard asks for: every role's; the server grants what the person has.
+    fn dashboard_scopes(&self) -> String {
+        let scopes = &self.settings.scopes;
+        format!("openid {} {} {}", scopes.agent, scopes.approver, scopes.admin)
+    }
+}
+
+/// A page for the person, with what happened and a way back.
+fn page(status: StatusCode, message: &str) -> Response {
+    let escaped = message
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let body = format!(
+        "<!doctype html><meta charset=utf-8><title>UndoLog sign-in</title>\
+         <p id=message>{escaped}</p><p><a href=\"/\">Back to the dashboard</a></p>"
+    );
+    (status, Html(body)).into_response()
+}
+
+fn sign_in_unavailable() -> Response {
+    page(
+        StatusCode::NOT_FOUND,
+        "This gateway has no sign-in through an identity provider: set oauth.dashboard_client_id, \
+         or use an API key.",
+    )
+}
+
+/// `GET /v1/auth/login`: off to the authorization server's sign-in.
+pub(crate) async fn login(State(gateway): State<Arc<Gateway>>) -> Response {
+    let Some((oauth, client)) = gateway
+        .oauth
+        .as_ref()
+        .and_then(|o| Some((o, o.settings.dashboard.as_ref()?)))
+    else {
+        return sign_in_unavailable();
+    };
+    let endpoint = match oauth.keys.metadata().await {
+        Ok(metadata) => metadata.authorization_endpoint.clone(),
+        Err(e) => return page(StatusCode::BAD_GATEWAY, &format!("Sign-in is unavailable: {e}")),
+    };
+    let Some(mut url) = endpoint else {
+        return page(
+            StatusCode::BAD_GATEWAY,
+            "The authorization server's metadata names no authorization_endpoint.",
+        );
+    };
+    let (state, verifier) = oauth.logins.start();
+    url.query_pairs_mut()
+        .append_pair("response_type", "code")
+        .append_pair("client_id", &client.client_id)
+        .append_pair("redirect_uri", &oauth.redirect_uri())
+        .append_pair("scope", &oauth.dashboard_scopes())
+        .append_pair("state", &state)
+        .append_pair("code_challenge", &challenge(&verifier))
+        .append_pair("code_challenge_method", "S256")
+        .append_pair("resource", oauth.settings.resource.as_str());
+    (
+        StatusCode::FOUND,
+        [(header::LOCATION, url.to_string())],
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Callback {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TokenResponse {
+    access_token: String,
+}
+
+/// `GET /v1/auth/callback`: the code exchanged for a token, the token checked, the cookie set.
+pub(crate) async fn callback(
+    State(gateway): State<Arc<Gateway>>,
+    Query(callback): Query<Callback>,
+) -> Response {
+    let Some((oauth, client)) = gateway
+        .oauth
+        .as_ref()
+        .and_then(|o| Some((o, o.settings.dashboard.as_ref()?)))
+    else {
+        return sign_in_unavailable();
+    };
+    if let Some(error) = callback.error {
+        let why = callback.error_description.unwrap_or_default();
+        return page(
+            StatusCode::FORBIDDEN,
+            &format!("The identity provider did not sign you in: {error} {why}"),
+        );
+    }
+    let verifier = callback.state.as_deref().and_then(|s| oauth.logins.finish(s));
+    let (Some(code), Some(verifier)) = (callback.code, verifier) else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "This sign-in is not one this gateway started, or it took too long: sign in again.",
+        );
+    };
+    let token = match exchange(oauth, client, &code, &verifier).await {
+        Ok(token) => token,
+        Err(e) => return page(StatusCode::BAD_GATEWAY, &format!("Sign-in failed: {e}")),
+    };
+    let (principal, until) = match oauth.verify(&token).await {
+        Ok(verified) => verified,
+        Err(super::Refusal::Invalid(why) | super::Refusal::NoRole(why)) => {
+            return page(StatusCode::FORBIDDEN, &format!("Sign-in refused: {why}"));
+        }
+    };
+    tracing::info!(principal = %principal.actor(), org = %principal.org, role = %principal.role, "dashboard sign-in");
+    let id = oauth.logins.open(principal, until);
+    let secure = if oauth.secure() { "; Secure" } else { "" };
+    let cookie = format!("{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict{secure}");
+    // A page, not a redirect: the cookie is SameSite=Strict, and a navigation that began at the
+    // identity provider would not send it. The page's own navigation is same-site.
+    let mut response = Html(
+        "<!doctype html><meta charset=utf-8><meta http-equiv=refresh content=\"0;url=/\">\
+         <title>Signed in</title><p>Signed in. <a href=\"/\">Open the dashboard</a></p>",
+    )
+    .into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// The code and verifier for the access token, at the token endpoint.
+async fn exchange(
+    oauth: &super::OAuth,
+    client: &crate::config::DashboardClient,
+    code: &str,
+    verifier: &str,
+) -> Result<String, String> {
+    let endpoint = oauth
+        .keys
+        .metadata()
+        .await?
+        .token_endpoint
+        .clone()
+        .ok_or("the authorization server's metadata names no token_endpoint")?;
+    let redirect_uri = oauth.redirect_uri();
+    let form = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("grant_type", "authorization_code")
+        .append_pair("code", code)
+        .append_pair("redirect_uri", &redirect_uri)
+        .append_pair("code_verifier", verifier)
+        .append_pair("client_id", &client.client_id)
+        .append_pair("resource", oauth.settings.resource.as_str())
+        .finish();
+    let mut request = oauth
+        .keys
+        .http()
+        .post(endpoint.clone())
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::ACCEPT, "application/json");
+    if let Some(secret) = &client.client_secret {
+        request = request.basic_auth(&client.client_id, Some(&secret.0));
+    }
+    let response = request
+        .body(form)
+        .send()
+        .await
+        .map_err(|e| format!("{endpoint} cannot be reached ({e})"))?;
+    let status = response.status();
+    if !status.is_success() {
+        let body = response.text().await.unwrap_or_default();
+        return Err(format!("the token endpoint answered {status}: {body}"));
+    }
+    let token: TokenResponse = response
+        .json()
+        .await
+        .map_err(|e| format!("the token endpoint's answer has no access_token ({e})"))?;
+    Ok(token.access_token)
+}
+
+/// `POST /v1/auth/logout`: the session ends here and the cookie is cleared.
+pub(crate) async fn logout(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    if let Some(oauth) = &gateway.oauth {
+        oauth.logins.close(&headers);
+    }
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("undolog_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_s256_challenge_is_rfc_7636s() {
+        // RFC 7636, appendix B.
+        assert_eq!(
+            challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuWHdDxJ0qk"
+        );
+    }
+
+    #[test]
+    fn a_state_is_good_once() {
+        let logins = Logins::default();
+        let (state, verifier) = logins.start();
+        assert_eq!(logins.finish(&state), Some(verifier));
+        assert_eq!(logins.finish(&state), None);
+        assert_eq!(logins.finish("made-up"), None);
+    }
+
+    #[test]
+    fn a_cookie_session_needs_its_csrf_token_to_change_anything() {
+        let logins = Logins::default();
+        let id = logins.open(Principal::stdio(), Instant::now() + Duration::from_secs(60));
+        let csrf = logins.sessions.lock().unwrap()[&id].csrf.clone();
+        let with = |cookie_value: &str, token: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::COOKIE,
+                HeaderValue::from_str(&format!("other=1; {COOKIE}={cookie_value}")).unwrap(),
+            );
+            if let Some(token) = token {
+                headers.insert(CSRF_HEADER, HeaderValue::from_str(token).unwrap());
+            }
+            headers
+        };
+        let cases: &[(&str, Method, HeaderMap, Option<u16>)] = &[
+            ("a read needs no token", Method::GET, with(&id, None), None),
+            ("a post with the token", Method::POST, with(&id, Some(&csrf)), None),
+            ("a post without it", Method::POST, with(&id, None), Some(403)),
+            ("a post with another", Method::POST, with(&id, Some("x")), Some(403)),
+            ("an unknown session", Method::GET, with("nope", None), Some(401)),
+        ];
+        for (what, method, headers, refused) in cases {
+            let got = logins
+                .signed_in(method, headers)
+                .expect("a cookie was sent")
+                .map_err(|e| e.into_response().status().as_u16());
+            assert_eq!(got.err(), *refused, "{what}");
+        }
+        assert!(logins.signed_in(&Method::GET, &HeaderMap::new()).is_none());
+    }
+}

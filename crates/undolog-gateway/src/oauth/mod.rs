@@ -1,0 +1,279 @@
+//! The gateway as an OAuth 2.1 resource server, as the MCP authorization spec asks of an HTTP MCP
+//! server: it publishes its protected resource metadata (RFC 9728), takes JWT access tokens of
+//! the configured authorization server (signature by the issuer's JWKS; `iss`, `exp`/`nbf` and
+//! the audience checked: RFC 8707, a token minted for another resource is refused), and maps a
+//! token to a [`Principal`]: the org from a claim, the role from scopes. A refusal says why in
+//! `WWW-Authenticate`, so a client can start or widen its authorization. The token is the
+//! client's credential here and is never sent to an upstream.
+
+mod keys;
+pub(crate) mod login;
+
+use std::{
+    collections::HashMap,
+    sync::{Mutex, PoisonError},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use axum::{
+    Json,
+    extract::State,
+    http::HeaderValue,
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use undolog_types::{OrgId, Role};
+
+use crate::{Gateway, Principal, auth::Credential, config::OAuthSettings};
+
+/// Verified tokens kept, by hash, until they expire; above this many the expired go first.
+const CACHE_PRUNE_ABOVE: usize = 4096;
+
+/// Why a token was not taken. Each message says what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// 401 `invalid_token`.
+    Invalid(String),
+    /// 403 `insufficient_scope`: the token proves who it is, and grants no role.
+    NoRole(String),
+}
+
+/// What a refusal or a missing credential tells the client in `WWW-Authenticate`, put on the
+/// response by [`crate::Error`] and written out by the auth middleware, which knows the settings.
+#[derive(Debug, Clone)]
+pub(crate) enum Challenge {
+    /// No credentials, or an API key that is not known: where to get a token.
+    Missing,
+    InvalidToken(String),
+    /// The role a route needs, and the principal lacks.
+    InsufficientScope(Role),
+}
+
+/// The claims the gateway reads; the rest are looked up by name (the org claim is configurable).
+#[derive(Debug, Deserialize)]
+struct Claims {
+    sub: String,
+    exp: u64,
+    #[serde(default)]
+    scope: Option<String>,
+    /// Some servers send scopes as an array under `scp`.
+    #[serde(default)]
+    scp: Option<Vec<String>>,
+    #[serde(flatten)]
+    other: Map<String, Value>,
+}
+
+/// The resource server: settings, the issuer's keys, and the tokens verified lately.
+#[derive(Debug)]
+pub(crate) struct OAuth {
+    pub(crate) settings: OAuthSettings,
+    keys: keys::KeySet,
+    verified: Mutex<HashMap<blake3::Hash, (Principal, Instant)>>,
+    pub(crate) logins: login::Logins,
+}
+
+impl OAuth {
+    pub(crate) fn new(settings: OAuthSettings) -> OAuth {
+        OAuth {
+            keys: keys::KeySet::new(&settings.issuer, settings.jwks_uri.clone()),
+            settings,
+            verified: Mutex::default(),
+            logins: login::Logins::default(),
+        }
+    }
+
+    /// Where this resource's metadata is: RFC 9728's well-known URL with the resource's path.
+    pub(crate) fn metadata_url(&self) -> String {
+        let resource = &self.settings.resource;
+        let mut url = resource.clone();
+        let path = resource.path().trim_end_matches('/');
+        url.set_path(&format!("/.well-known/oauth-protected-resource{path}"));
+        url.set_query(None);
+        url.to_string()
+    }
+
+    /// The RFC 9728 document.
+    fn metadata(&self) -> Value {
+        let scopes = &self.settings.scopes;
+        json!({
+            "resource": self.settings.resource.as_str(),
+            "authorization_servers": [self.settings.issuer],
+            "scopes_supported": [scopes.agent, scopes.approver, scopes.admin],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "UndoLog gateway",
+        })
+    }
+
+    /// The scope that grants `role`.
+    fn scope_of(&self, role: Role) -> &str {
+        let scopes = &self.settings.scopes;
+        match role {
+            Role::Agent => &scopes.agent,
+            Role::Approver => &scopes.approver,
+            Role::Admin => &scopes.admin,
+        }
+    }
+
+    /// The `WWW-Authenticate` value for `challenge`.
+    pub(crate) fn challenge(&self, challenge: &Challenge) -> HeaderValue {
+        let metadata = self.metadata_url();
+        let text = match challenge {
+            Challenge::Missing => format!(
+                "Bearer resource_metadata=\"{metadata}\", scope=\"{}\"",
+                self.scope_of(Role::Agent)
+            ),
+            Challenge::InvalidToken(why) => format!(
+                "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{metadata}\"",
+                quoted(why)
+            ),
+            Challenge::InsufficientScope(role) => format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{metadata}\"",
+                self.scope_of(*role)
+            ),
+        };
+        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
+    }
+
+    /// The principal an access token proves, or why it proves none.
+    pub(crate) async fn principal(&self, token: &str) -> Result<Principal, Refusal> {
+        let hash = blake3::hash(token.as_bytes());
+        if let Some(principal) = self.remembered(&hash) {
+            return Ok(principal);
+        }
+        let (principal, expires_at) = self.verify(token).await?;
+        let mut verified = self.verified.lock().unwrap_or_else(PoisonError::into_inner);
+        if verified.len() > CACHE_PRUNE_ABOVE {
+            let now = Instant::now();
+            verified.retain(|_, (_, until)| *until > now);
+        }
+        verified.insert(hash, (principal.clone(), expires_at));
+        Ok(principal)
+    }
+
+    fn remembered(&self, hash: &blake3::Hash) -> Option<Principal> {
+        let verified = self.verified.lock().unwrap_or_else(PoisonError::into_inner);
+        verified
+            .get(hash)
+            .filter(|(_, until)| *until > Instant::now())
+            .map(|(principal, _)| principal.clone())
+    }
+
+    /// Checks the token and maps it; also when it stops being good.
+    pub(crate) async fn verify(&self, token: &str) -> Result<(Principal, Instant), Refusal> {
+        let invalid = |why: String| Refusal::Invalid(format!("the access token {why}"));
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| invalid(format!("is not a signed JWT ({e})")))?;
+        let settings = &self.settings;
+        if !settings.algorithms.contains(&header.alg) {
+            return Err(invalid(format!(
+                "is signed with {:?}; this gateway takes {:?}",
+                header.alg, settings.algorithms
+            )));
+        }
+        let key = self
+            .keys
+            .key(header.kid.as_deref(), header.alg)
+            .await
+            .map_err(invalid)?;
+        let mut validation = jsonwebtoken::Validation::new(header.alg);
+        validation.set_issuer(&[&settings.issuer]);
+        validation.set_audience(&[settings.resource.as_str()]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_nbf = true;
+        validation.leeway = settings.leeway.as_secs();
+        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .map_err(|e| invalid(describe(&e, settings)))?
+            .claims;
+        let org = match claims.other.get(&settings.org_claim) {
+            Some(Value::String(name)) => OrgId::new(name).map_err(|e| {
+                invalid(format!("names org {name:?} in `{}`: {e}", settings.org_claim))
+            })?,
+            Some(_) => {
+                return Err(invalid(format!(
+                    "has a `{}` claim that is not a string",
+                    settings.org_claim
+                )));
+            }
+            None => settings.org.clone().ok_or_else(|| {
+                invalid(format!(
+                    "names no org: it has no `{}` claim, and oauth.org is not set",
+                    settings.org_claim
+                ))
+            })?,
+        };
+        let scopes: Vec<&str> = claims
+            .scope
+            .iter()
+            .flat_map(|s| s.split_whitespace())
+            .chain(claims.scp.iter().flatten().map(String::as_str))
+            .collect();
+        let role = [Role::Admin, Role::Approver, Role::Agent]
+            .into_iter()
+            .find(|role| scopes.contains(&self.scope_of(*role)))
+            .ok_or_else(|| {
+                Refusal::NoRole(format!(
+                    "the access token of {:?} grants none of {:?}, {:?} and {:?}; ask for the \
+                     scope of the role you need",
+                    claims.sub,
+                    settings.scopes.agent,
+                    settings.scopes.approver,
+                    settings.scopes.admin
+                ))
+            })?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        let left = Duration::from_secs(claims.exp.saturating_sub(now));
+        let principal = Principal {
+            org,
+            role,
+            credential: Credential::Token {
+                subject: claims.sub,
+            },
+        };
+        Ok((principal, Instant::now() + left))
+    }
+}
+
+/// What a failed check means, in words that say what to do.
+fn describe(error: &jsonwebtoken::errors::Error, settings: &OAuthSettings) -> String {
+    use jsonwebtoken::errors::ErrorKind as K;
+    match error.kind() {
+        K::ExpiredSignature => "has expired; get a new one".to_owned(),
+        K::ImmatureSignature => "is not valid yet (nbf)".to_owned(),
+        K::InvalidAudience => format!(
+            "is for another resource: its audience must be {} (RFC 8707)",
+            settings.resource
+        ),
+        K::InvalidIssuer => format!("is not issued by {}", settings.issuer),
+        K::InvalidSignature => "has a signature the issuer's keys do not verify".to_owned(),
+        K::MissingRequiredClaim(claim) => format!("has no `{claim}` claim"),
+        other => format!("cannot be read ({other:?})"),
+    }
+}
+
+/// `text` fit for a quoted-string of a header: quotes and backslashes and controls dropped.
+fn quoted(text: &str) -> String {
+    text.chars()
+        .filter(|c| !matches!(c, '"' | '\\') && !c.is_control())
+        .collect()
+}
+
+/// `GET /.well-known/oauth-protected-resource[/…]`: the RFC 9728 document; 404 without `[oauth]`.
+pub(crate) async fn resource_metadata(
+    State(gateway): State<std::sync::Arc<Gateway>>,
+) -> Response {
+    match &gateway.oauth {
+        Some(oauth) => Json(oauth.metadata()).into_response(),
+        None => (
+            axum::http::StatusCode::NOT_FOUND,
+            Json(json!({
+                "error": "this gateway takes API keys only: it has no [oauth] section",
+                "code": "not_found",
+            })),
+        )
+            .into_response(),
+    }
+}
