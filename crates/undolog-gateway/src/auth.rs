@@ -188,15 +188,16 @@ impl Gateway {
             .transpose()?;
         let principal = match (bearer, &self.oauth) {
             // API keys are `ul_…`; anything else is the authorization server's token.
-            (Some(token), Some(oauth)) if !token.starts_with(KEY_PREFIX) => {
-                oauth.principal(token).await.map_err(|refusal| match refusal {
+            (Some(token), Some(oauth)) if !token.starts_with(KEY_PREFIX) => oauth
+                .principal(token)
+                .await
+                .map_err(|refusal| match refusal {
                     crate::oauth::Refusal::Invalid(why) => Error::InvalidToken(why),
                     crate::oauth::Refusal::NoRole(why) => Error::RoleMissing {
                         needed: Role::Agent,
                         message: why,
                     },
-                })?
-            }
+                })?,
             (Some(secret), _) => self.principal_of_key(secret).await?,
             (None, _) if self.open_mode().await? => Principal::open(),
             (None, _) => {
@@ -325,13 +326,15 @@ pub(crate) async fn require_principal(
             .is_none_or(|p| matches!(p.credential, Credential::Token { .. }))
             .then(|| oauth.challenge(&Challenge::InsufficientScope(role))),
         (Some(oauth), Some(challenge)) => Some(oauth.challenge(&challenge)),
-        (None, Some(Challenge::Missing | Challenge::InvalidToken(_))) => {
-            Some(axum::http::HeaderValue::from_static("Bearer realm=\"undolog\""))
-        }
+        (None, Some(Challenge::Missing | Challenge::InvalidToken(_))) => Some(
+            axum::http::HeaderValue::from_static("Bearer realm=\"undolog\""),
+        ),
         _ => None,
     };
     if let Some(value) = value {
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
     }
     response
 }

@@ -69,7 +69,10 @@ pub(super) fn oauth(raw: RawOAuth) -> Result<OAuthSettings, Error> {
         .map(|text| url(&key("jwks_uri"), &text))
         .transpose()?;
     let algorithms = match raw.algorithms {
-        None => vec![jsonwebtoken::Algorithm::RS256, jsonwebtoken::Algorithm::ES256],
+        None => vec![
+            jsonwebtoken::Algorithm::RS256,
+            jsonwebtoken::Algorithm::ES256,
+        ],
         Some(names) if names.is_empty() => {
             return Err(Error::key(
                 key("algorithms"),
@@ -90,9 +93,7 @@ pub(super) fn oauth(raw: RawOAuth) -> Result<OAuthSettings, Error> {
     };
     let org = raw
         .org
-        .map(|name| {
-            OrgId::new(&name).map_err(|e| Error::key(key("org"), format!("{name:?}: {e}")))
-        })
+        .map(|name| OrgId::new(&name).map_err(|e| Error::key(key("org"), format!("{name:?}: {e}"))))
         .transpose()?;
     let scope = |field: &str, given: Option<String>, default: &str| {
         let scope = given.unwrap_or_else(|| default.to_owned());
@@ -146,8 +147,8 @@ pub(super) fn oauth(raw: RawOAuth) -> Result<OAuthSettings, Error> {
 }
 
 fn url(key: &str, text: &str) -> Result<Url, Error> {
-    let url = Url::parse(text)
-        .map_err(|e| Error::key(key, format!("{text:?} is not a URL ({e})")))?;
+    let url =
+        Url::parse(text).map_err(|e| Error::key(key, format!("{text:?} is not a URL ({e})")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
         return Err(Error::key(
             key,

@@ -16,8 +16,8 @@ use serde::Deserialize;
 /// A key set is fetched again, whatever it holds, once it is this old.
 const MAX_AGE: Duration = Duration::from_secs(10 * 60);
 
-/// A token naming an unknown key fetches the set again at most this often: forged key ids
-/// cannot make the gateway hammer the issuer.
+/// A token naming a key the set lacks fetches it again at once (a rotation), then no more such
+/// fetches for this long: forged key ids cannot make the gateway hammer the issuer.
 const REFETCH_AT_MOST_EVERY: Duration = Duration::from_secs(10);
 
 /// How long one request to the authorization server may take.
@@ -44,6 +44,8 @@ struct Key {
 struct Cached {
     keys: Vec<Key>,
     fetched_at: Option<Instant>,
+    /// When a token's unknown key last made the set be fetched.
+    refetched_for_unknown_at: Option<Instant>,
 }
 
 /// The issuer's metadata and keys, fetched on demand over `http`.
@@ -102,26 +104,37 @@ impl KeySet {
             }
         }
         let _fetching = self.fetching.lock().await;
-        {
-            // Someone else may have fetched while this waited, or fetched moments ago.
+        let for_unknown = {
+            // Someone else may have fetched while this waited.
             let cached = self.lock();
-            let found = pick(&cached.keys, kid, algorithm);
-            if fresh(&cached, REFETCH_AT_MOST_EVERY) || (found.is_some() && fresh(&cached, MAX_AGE))
-            {
-                return found.ok_or_else(|| unknown(kid));
+            let current = fresh(&cached, MAX_AGE);
+            let lately = cached
+                .refetched_for_unknown_at
+                .is_some_and(|at| at.elapsed() < REFETCH_AT_MOST_EVERY);
+            match pick(&cached.keys, kid, algorithm) {
+                Some(key) if current => return Ok(key),
+                None if current && lately => return Err(unknown(kid)),
+                // A current set that lacks the key: fetched again for it. An old one: renewed.
+                _ => current,
             }
-        }
+        };
         match self.fetch().await {
             Ok(keys) => {
                 let mut cached = self.lock();
                 cached.keys = keys;
                 cached.fetched_at = Some(Instant::now());
+                if for_unknown {
+                    cached.refetched_for_unknown_at = cached.fetched_at;
+                }
                 pick(&cached.keys, kid, algorithm).ok_or_else(|| unknown(kid))
             }
             Err(e) => {
                 tracing::warn!(issuer = %self.issuer, error = %e, "the issuer's keys could not be fetched");
                 // An old set still verifies the tokens it verified before.
-                let cached = self.lock();
+                let mut cached = self.lock();
+                if for_unknown {
+                    cached.refetched_for_unknown_at = Some(Instant::now());
+                }
                 pick(&cached.keys, kid, algorithm).ok_or(e)
             }
         }

@@ -186,7 +186,10 @@ impl super::OAuth {
     /// The scopes the dashboard asks for: every role's; the server grants what the person has.
     fn dashboard_scopes(&self) -> String {
         let scopes = &self.settings.scopes;
-        format!("openid {} {} {}", scopes.agent, scopes.approver, scopes.admin)
+        format!(
+            "openid {} {} {}",
+            scopes.agent, scopes.approver, scopes.admin
+        )
     }
 }
 
@@ -222,7 +225,12 @@ pub(crate) async fn login(State(gateway): State<Arc<Gateway>>) -> Response {
     };
     let endpoint = match oauth.keys.metadata().await {
         Ok(metadata) => metadata.authorization_endpoint.clone(),
-        Err(e) => return page(StatusCode::BAD_GATEWAY, &format!("Sign-in is unavailable: {e}")),
+        Err(e) => {
+            return page(
+                StatusCode::BAD_GATEWAY,
+                &format!("Sign-in is unavailable: {e}"),
+            );
+        }
     };
     let Some(mut url) = endpoint else {
         return page(
@@ -240,11 +248,7 @@ pub(crate) async fn login(State(gateway): State<Arc<Gateway>>) -> Response {
         .append_pair("code_challenge", &challenge(&verifier))
         .append_pair("code_challenge_method", "S256")
         .append_pair("resource", oauth.settings.resource.as_str());
-    (
-        StatusCode::FOUND,
-        [(header::LOCATION, url.to_string())],
-    )
-        .into_response()
+    (StatusCode::FOUND, [(header::LOCATION, url.to_string())]).into_response()
 }
 
 #[derive(Debug, Deserialize)]
@@ -279,7 +283,10 @@ pub(crate) async fn callback(
             &format!("The identity provider did not sign you in: {error} {why}"),
         );
     }
-    let verifier = callback.state.as_deref().and_then(|s| oauth.logins.finish(s));
+    let verifier = callback
+        .state
+        .as_deref()
+        .and_then(|s| oauth.logins.finish(s));
     let (Some(code), Some(verifier)) = (callback.code, verifier) else {
         return page(
             StatusCode::BAD_REQUEST,
@@ -415,10 +422,30 @@ mod tests {
         };
         let cases: &[(&str, Method, HeaderMap, Option<u16>)] = &[
             ("a read needs no token", Method::GET, with(&id, None), None),
-            ("a post with the token", Method::POST, with(&id, Some(&csrf)), None),
-            ("a post without it", Method::POST, with(&id, None), Some(403)),
-            ("a post with another", Method::POST, with(&id, Some("x")), Some(403)),
-            ("an unknown session", Method::GET, with("nope", None), Some(401)),
+            (
+                "a post with the token",
+                Method::POST,
+                with(&id, Some(&csrf)),
+                None,
+            ),
+            (
+                "a post without it",
+                Method::POST,
+                with(&id, None),
+                Some(403),
+            ),
+            (
+                "a post with another",
+                Method::POST,
+                with(&id, Some("x")),
+                Some(403),
+            ),
+            (
+                "an unknown session",
+                Method::GET,
+                with("nope", None),
+                Some(401),
+            ),
         ];
         for (what, method, headers, refused) in cases {
             let got = logins

@@ -187,7 +187,10 @@ impl OAuth {
             .claims;
         let org = match claims.other.get(&settings.org_claim) {
             Some(Value::String(name)) => OrgId::new(name).map_err(|e| {
-                invalid(format!("names org {name:?} in `{}`: {e}", settings.org_claim))
+                invalid(format!(
+                    "names org {name:?} in `{}`: {e}",
+                    settings.org_claim
+                ))
             })?,
             Some(_) => {
                 return Err(invalid(format!(
@@ -262,9 +265,7 @@ fn quoted(text: &str) -> String {
 }
 
 /// `GET /.well-known/oauth-protected-resource[/…]`: the RFC 9728 document; 404 without `[oauth]`.
-pub(crate) async fn resource_metadata(
-    State(gateway): State<std::sync::Arc<Gateway>>,
-) -> Response {
+pub(crate) async fn resource_metadata(State(gateway): State<std::sync::Arc<Gateway>>) -> Response {
     match &gateway.oauth {
         Some(oauth) => Json(oauth.metadata()).into_response(),
         None => (

@@ -14,7 +14,9 @@ use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines},
     process::{Child, ChildStdin, ChildStdout, Command},
 };
-use undolog_gateway::{ConfigSource, Gateway, GatewayConfig, NewKey};
+use undolog_gateway::{ConfigSource, Gateway, GatewayConfig};
+
+use crate::issuer::TestIssuer;
 use undolog_types::{OrgId, Role};
 
 pub(crate) fn repo() -> PathBuf {
@@ -148,8 +150,34 @@ pub(crate) struct TestGateway {
     pub(crate) base: String,
     pub(crate) gateway: Arc<Gateway>,
     pub(crate) http: reqwest::Client,
+    /// With [`TestGateway::with_tokens`]: the issuer whose tokens [`TestGateway::key`] mints.
+    pub(crate) issuer: Option<TestIssuer>,
+    minted: std::sync::atomic::AtomicU32,
     _dir: tempfile::TempDir,
     _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// What a test authenticates with: an API key, or an access token of the test issuer. The
+/// role tests run with both, and expect the same.
+#[derive(Debug, Clone)]
+pub(crate) struct Credential {
+    /// The key's id, or the token's subject.
+    pub(crate) id: String,
+    /// What goes after `Bearer `.
+    pub(crate) secret: String,
+    /// How the gateway records who this is (`api-key:ID`, `oauth:SUBJECT`).
+    pub(crate) actor: String,
+}
+
+/// The two kinds of [`Credential`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    ApiKey,
+    Token,
+}
+
+impl Kind {
+    pub(crate) const BOTH: [Kind; 2] = [Kind::ApiKey, Kind::Token];
 }
 
 impl TestGateway {
@@ -158,11 +186,32 @@ impl TestGateway {
         TestGateway::start_on(toml, None).await
     }
 
-    /// The same on a given store URL (a fresh SQLite file when `None`).
+    /// The same, with `[oauth]` taking the tokens of a fresh [`TestIssuer`] (API keys still
+    /// work): [`TestGateway::key`] then mints tokens.
+    pub(crate) async fn with_tokens(toml: &str) -> TestGateway {
+        let issuer = TestIssuer::start().await;
+        let toml = format!("{toml}\n{}", issuer.config("@GATEWAY@/mcp"));
+        let mut gw = TestGateway::start_on(&toml, None).await;
+        gw.issuer = Some(issuer);
+        gw
+    }
+
+    /// [`TestGateway::start`] with API keys or [`TestGateway::with_tokens`].
+    pub(crate) async fn start_for(kind: Kind, toml: &str) -> TestGateway {
+        match kind {
+            Kind::ApiKey => TestGateway::start(toml).await,
+            Kind::Token => TestGateway::with_tokens(toml).await,
+        }
+    }
+
+    /// The same on a given store URL (a fresh SQLite file when `None`). `@GATEWAY@` in the TOML
+    /// stands for the gateway's base URL.
     pub(crate) async fn start_on(toml: &str, store: Option<String>) -> TestGateway {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("undolog.toml");
-        std::fs::write(&file, toml).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        std::fs::write(&file, toml.replace("@GATEWAY@", &base)).unwrap();
         let config = GatewayConfig::load(&ConfigSource {
             file: Some(file),
             listen: Some("127.0.0.1:0".into()),
@@ -172,8 +221,6 @@ impl TestGateway {
         })
         .unwrap_or_else(|e| panic!("{e}"));
         let gateway = Gateway::build(config).await.unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let serving = gateway.clone();
         tokio::spawn(async move {
@@ -187,6 +234,8 @@ impl TestGateway {
             base,
             gateway,
             http: reqwest::Client::new(),
+            issuer: None,
+            minted: Default::default(),
             _dir: dir,
             _stop: stop,
         }
@@ -196,20 +245,43 @@ impl TestGateway {
         format!("{}/mcp", self.base)
     }
 
-    /// A new API key of `org` with `role`, in this gateway's store.
-    pub(crate) async fn key(&self, org: &str, role: Role) -> NewKey {
-        undolog_gateway::create_key(
+    /// A new credential of `org` with `role`: an API key in this gateway's store, or, with
+    /// [`TestGateway::with_tokens`], a token for a new subject with the role's scope.
+    pub(crate) async fn key(&self, org: &str, role: Role) -> Credential {
+        if let Some(issuer) = &self.issuer {
+            let n = self
+                .minted
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let subject = format!("person-{n}");
+            let scope = match role {
+                Role::Agent => "undolog:agent",
+                Role::Approver => "undolog:approve",
+                Role::Admin => "undolog:admin",
+            };
+            let claims = issuer.claims(&self.mcp_url(), &subject, org, scope);
+            return Credential {
+                secret: issuer.es256.sign(&claims),
+                actor: format!("oauth:{subject}"),
+                id: subject,
+            };
+        }
+        let key = undolog_gateway::create_key(
             &**self.gateway.store(),
             OrgId::new(org).unwrap(),
             role,
             None,
         )
         .await
-        .unwrap()
+        .unwrap();
+        Credential {
+            actor: format!("api-key:{}", key.id),
+            id: key.id,
+            secret: key.secret,
+        }
     }
 
     /// `GET path` with `key` (none: open mode); the status and the JSON answer.
-    pub(crate) async fn get_as(&self, key: Option<&NewKey>, path: &str) -> (u16, Value) {
+    pub(crate) async fn get_as(&self, key: Option<&Credential>, path: &str) -> (u16, Value) {
         let mut request = self.http.get(format!("{}{path}", self.base));
         if let Some(key) = key {
             request = request.bearer_auth(&key.secret);
@@ -222,7 +294,7 @@ impl TestGateway {
     /// `POST path` with a JSON body and `key`; the status and the JSON answer.
     pub(crate) async fn post_as(
         &self,
-        key: Option<&NewKey>,
+        key: Option<&Credential>,
         path: &str,
         body: Value,
     ) -> (u16, Value) {
@@ -238,7 +310,7 @@ impl TestGateway {
     /// A REST tool call in `session` with `key`; the status and the JSON answer.
     pub(crate) async fn rest_call(
         &self,
-        key: Option<&NewKey>,
+        key: Option<&Credential>,
         session: &str,
         tool: &str,
         arguments: Value,
@@ -261,7 +333,7 @@ impl TestGateway {
     /// and the JSON-RPC response. No request may stay open longer than `limit`.
     pub(crate) async fn rpc(
         &self,
-        key: Option<&NewKey>,
+        key: Option<&Credential>,
         method: &str,
         mut params: Value,
         capabilities: Value,

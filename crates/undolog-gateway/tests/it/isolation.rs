@@ -17,7 +17,7 @@ struct Party {
     client: Client,
 }
 
-async fn party(gw: &TestGateway, name: &'static str, key: &undolog_gateway::NewKey) -> Party {
+async fn party(gw: &TestGateway, name: &'static str, key: &crate::harness::Credential) -> Party {
     let auth = format!("Authorization: Bearer {}", key.secret);
     let session = format!("X-UndoLog-Session-Id: run-{name}");
     // Each answers after a pause, so that every call is in flight while the others ask.

@@ -1,13 +1,14 @@
 //! Who may do what. An agent's key calls tools and reads its org; deciding approvals takes an
 //! approver, and never for a call the same key made (four eyes); undoing and resolving in-doubt
-//! effects take an admin. Every decision names who took it.
+//! effects take an admin. Every decision names who took it. Each test runs with API keys and
+//! with access tokens whose scopes grant the same roles, and expects the same.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use undolog_types::Role;
 
-use crate::harness::{BANK_TOOLS, Bank, Client, TestGateway};
+use crate::harness::{BANK_TOOLS, Bank, Client, Kind, TestGateway};
 
 const EMAIL: &str = "send_email";
 
@@ -25,7 +26,13 @@ fn approval_of(answer: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_key_may_call_and_read_but_not_decide_undo_or_resolve() {
-    let gw = TestGateway::start("").await;
+    for kind in Kind::BOTH {
+        an_agent_may_call_and_read_but_not_decide_undo_or_resolve(kind).await;
+    }
+}
+
+async fn an_agent_may_call_and_read_but_not_decide_undo_or_resolve(kind: Kind) {
+    let gw = TestGateway::start_for(kind, "").await;
     let agent = gw.key("acme", Role::Agent).await;
     let (status, _) = gw
         .rest_call(
@@ -78,11 +85,11 @@ async fn an_agent_key_may_call_and_read_but_not_decide_undo_or_resolve() {
     ];
     for (what, path, body) in cases {
         let (status, answer) = gw.post_as(Some(&agent), path, body.clone()).await;
-        assert_eq!(status, 403, "{what}: {answer}");
+        assert_eq!(status, 403, "{kind:?} {what}: {answer}");
         let error = answer["error"].as_str().unwrap();
         assert!(
             error.contains("agent") && error.contains("--role"),
-            "{what}: {error}"
+            "{kind:?} {what}: {error}"
         );
     }
     // Nothing changed: the call still waits, the session is still active.
@@ -97,11 +104,20 @@ async fn an_agent_key_may_call_and_read_but_not_decide_undo_or_resolve() {
 /// The hole as it was found: the agent's own key approved its held `send_email` over MCP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_call_is_approved_by_another_approver_never_by_the_key_that_made_it() {
+    for kind in Kind::BOTH {
+        a_held_call_is_approved_by_another_approver_never_by_its_maker(kind).await;
+    }
+}
+
+async fn a_held_call_is_approved_by_another_approver_never_by_its_maker(kind: Kind) {
     let bank = Bank::start().await;
-    let gw = TestGateway::start(&format!(
-        "[[upstreams]]\nname = \"bank\"\nurl = \"{}\"\n{BANK_TOOLS}",
-        bank.url
-    ))
+    let gw = TestGateway::start_for(
+        kind,
+        &format!(
+            "[[upstreams]]\nname = \"bank\"\nurl = \"{}\"\n{BANK_TOOLS}",
+            bank.url
+        ),
+    )
     .await;
     // An approver's key making calls is the hard case: the role would allow deciding.
     let maker = gw.key("acme", Role::Approver).await;
@@ -110,7 +126,7 @@ async fn a_held_call_is_approved_by_another_approver_never_by_the_key_that_made_
     let mut client = Client::connect("mcp2", "legacy", &gw.mcp_url(), &[&auth]).await;
     let held = client.start_call(EMAIL, email("ceo@example.com")).await;
     let approval = gw_pending(&gw, &maker).await;
-    assert_eq!(approval["requested_by"], format!("api-key:{}", maker.id));
+    assert_eq!(approval["requested_by"], maker.actor, "{kind:?}");
 
     for decision in ["approve", "deny"] {
         let path = format!(
@@ -134,7 +150,7 @@ async fn a_held_call_is_approved_by_another_approver_never_by_the_key_that_made_
         .await;
     assert_eq!(status, 200, "{decided}");
     assert_eq!(decided["state"], "approved");
-    assert_eq!(decided["decided_by"], format!("api-key:{}", checker.id));
+    assert_eq!(decided["decided_by"], checker.actor, "{kind:?}");
     let result = client.answer(held).await;
     assert_eq!(result["ok"]["isError"], false, "{result}");
     let sent = bank.ledger().await;
@@ -143,14 +159,17 @@ async fn a_held_call_is_approved_by_another_approver_never_by_the_key_that_made_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_person_setup_may_allow_self_approval_and_open_mode_always_does() {
-    let gw = TestGateway::start("[approvals]\nallow_self_approval = true\n").await;
-    let only = gw.key("acme", Role::Approver).await;
-    let (_, held) = gw
-        .rest_call(Some(&only), "s-1", EMAIL, email("me@example.com"))
-        .await;
-    let path = format!("/v1/approvals/{}/approve", approval_of(&held));
-    let (status, decided) = gw.post_as(Some(&only), &path, json!({})).await;
-    assert_eq!(status, 200, "{decided}");
+    for kind in Kind::BOTH {
+        let gw = TestGateway::start_for(kind, "[approvals]\nallow_self_approval = true\n").await;
+        let only = gw.key("acme", Role::Approver).await;
+        let (_, held) = gw
+            .rest_call(Some(&only), "s-1", EMAIL, email("me@example.com"))
+            .await;
+        let path = format!("/v1/approvals/{}/approve", approval_of(&held));
+        let (status, decided) = gw.post_as(Some(&only), &path, json!({})).await;
+        assert_eq!(status, 200, "{kind:?}: {decided}");
+        assert_eq!(decided["decided_by"], only.actor);
+    }
 
     // Open mode: the one local operator makes the call and decides it (the README's first try).
     let open = TestGateway::start("").await;
@@ -165,7 +184,13 @@ async fn a_single_person_setup_may_allow_self_approval_and_open_mode_always_does
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_and_resolve_take_an_admin_and_a_revoked_key_stops_working() {
-    let gw = TestGateway::start("").await;
+    for kind in Kind::BOTH {
+        undo_and_resolve_take_an_admin(kind).await;
+    }
+}
+
+async fn undo_and_resolve_take_an_admin(kind: Kind) {
+    let gw = TestGateway::start_for(kind, "").await;
     let agent = gw.key("acme", Role::Agent).await;
     let approver = gw.key("acme", Role::Approver).await;
     let admin = gw.key("acme", Role::Admin).await;
@@ -185,6 +210,10 @@ async fn undo_and_resolve_take_an_admin_and_a_revoked_key_stops_working() {
         .await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["state"], "compensated");
+    if kind == Kind::Token {
+        // A token is good until it expires (no introspection): nothing to revoke here.
+        return;
+    }
 
     // Revoked in the store: a key not seen before is refused at once.
     let fresh = gw.key("acme", Role::Admin).await;
@@ -202,7 +231,7 @@ async fn undo_and_resolve_take_an_admin_and_a_revoked_key_stops_working() {
 }
 
 /// The first pending approval `key` can see.
-async fn gw_pending(gw: &TestGateway, key: &undolog_gateway::NewKey) -> Value {
+async fn gw_pending(gw: &TestGateway, key: &crate::harness::Credential) -> Value {
     for _ in 0..200 {
         let (_, pending) = gw.get_as(Some(key), "/v1/approvals?status=pending").await;
         if let Some(first) = pending.as_array().and_then(|a| a.first()) {

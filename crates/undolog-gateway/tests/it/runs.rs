@@ -20,7 +20,7 @@ async fn bank_gateway(bank: &Bank) -> TestGateway {
 }
 
 /// The one run session of `key`'s principal, as the admin API lists it.
-async fn the_run(gw: &TestGateway, admin: &undolog_gateway::NewKey, principal: &str) -> Value {
+async fn the_run(gw: &TestGateway, admin: &crate::harness::Credential, principal: &str) -> Value {
     let (_, sessions) = gw.get_as(Some(admin), "/v1/sessions").await;
     let runs: Vec<&Value> = sessions
         .as_array()

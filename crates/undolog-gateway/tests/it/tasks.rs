@@ -19,7 +19,7 @@ use rmcp::{
 use serde_json::{Value, json};
 use undolog_types::Role;
 
-use undolog_gateway::NewKey;
+use crate::harness::Credential;
 
 use crate::harness::TestGateway;
 
@@ -39,7 +39,7 @@ fn email(to: &str) -> Value {
 }
 
 /// The task a held call answered with (wire level).
-async fn held_task(gw: &TestGateway, key: Option<&NewKey>, to: &str) -> String {
+async fn held_task(gw: &TestGateway, key: Option<&Credential>, to: &str) -> String {
     let (status, created) = gw
         .rpc(
             key,
@@ -61,7 +61,7 @@ async fn held_task(gw: &TestGateway, key: Option<&NewKey>, to: &str) -> String {
 }
 
 /// `tasks/get` at the wire level: the task, or the JSON-RPC error.
-async fn get_task(gw: &TestGateway, key: Option<&NewKey>, task: &str) -> Value {
+async fn get_task(gw: &TestGateway, key: Option<&Credential>, task: &str) -> Value {
     gw.rpc(
         key,
         "tasks/get",
@@ -74,7 +74,7 @@ async fn get_task(gw: &TestGateway, key: Option<&NewKey>, task: &str) -> Value {
 }
 
 /// `tasks/cancel` by `key`: the JSON-RPC answer.
-async fn cancel(gw: &TestGateway, key: &NewKey, task: &str) -> Value {
+async fn cancel(gw: &TestGateway, key: &Credential, task: &str) -> Value {
     gw.rpc(
         Some(key),
         "tasks/cancel",
@@ -87,7 +87,7 @@ async fn cancel(gw: &TestGateway, key: &NewKey, task: &str) -> Value {
 }
 
 /// The pending approval of the call that is `task`.
-async fn approval_for(gw: &TestGateway, key: Option<&NewKey>, task: &str) -> String {
+async fn approval_for(gw: &TestGateway, key: Option<&Credential>, task: &str) -> String {
     for _ in 0..100 {
         let (_, pending) = gw.get_as(key, "/v1/approvals?status=pending").await;
         if let Some(found) = pending
