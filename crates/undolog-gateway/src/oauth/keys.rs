@@ -254,7 +254,7 @@ async fn get_json<T: serde::de::DeserializeOwned>(
         .get(uri.clone())
         .send()
         .await
-        .map_err(|e| format!("{uri} cannot be reached ({e})"))?;
+        .map_err(|e| format!("{uri} cannot be reached ({})", causes(&e)))?;
     if !response.status().is_success() {
         return Err(format!("{uri} answered {}", response.status()));
     }
@@ -262,6 +262,18 @@ async fn get_json<T: serde::de::DeserializeOwned>(
         .json()
         .await
         .map_err(|e| format!("{uri} did not answer the expected JSON ({e})"))
+}
+
+/// An error and its causes, in one line: reqwest's own message leaves out why.
+pub(crate) fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]

@@ -356,7 +356,7 @@ async fn exchange(
         .body(form)
         .send()
         .await
-        .map_err(|e| format!("{endpoint} cannot be reached ({e})"))?;
+        .map_err(|e| format!("{endpoint} cannot be reached ({})", super::keys::causes(&e)))?;
     let status = response.status();
     if !status.is_success() {
         let body = response.text().await.unwrap_or_default();

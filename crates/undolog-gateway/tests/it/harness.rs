@@ -207,9 +207,18 @@ impl TestGateway {
     /// The same on a given store URL (a fresh SQLite file when `None`). `@GATEWAY@` in the TOML
     /// stands for the gateway's base URL.
     pub(crate) async fn start_on(toml: &str, store: Option<String>) -> TestGateway {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        TestGateway::start_on_listener(listener, toml, store).await
+    }
+
+    /// The same on a listener the test bound (to know the gateway's URL before it starts).
+    pub(crate) async fn start_on_listener(
+        listener: tokio::net::TcpListener,
+        toml: &str,
+        store: Option<String>,
+    ) -> TestGateway {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("undolog.toml");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         std::fs::write(&file, toml.replace("@GATEWAY@", &base)).unwrap();
         let config = GatewayConfig::load(&ConfigSource {

@@ -1,0 +1,177 @@
+//! OAuth with a real identity provider (the npm `oidc-provider`, tests/fixtures/
+//! oidc_provider.mjs): the official Python SDK runs its own OAuth flow against `/mcp`, and people
+//! sign in to the dashboard with authorization code + PKCE. Whatever they do is recorded under
+//! the token's subject.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::{
+    harness::{Client, TestGateway},
+    identity_provider::IdentityProvider,
+};
+
+/// A gateway with `[oauth]` for a fresh provider that knows its dashboard.
+async fn gateway_and_provider() -> (TestGateway, IdentityProvider) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let resource = format!("{base}/mcp");
+    let provider =
+        IdentityProvider::start(&resource, &format!("{base}/v1/auth/callback")).await;
+    let toml = format!(
+        "[oauth]\nissuer = \"{}\"\nresource = \"{resource}\"\ndashboard_client_id = \"undolog-dashboard\"\n",
+        provider.issuer
+    );
+    let gw = TestGateway::start_on_listener(listener, &toml, None).await;
+    (gw, provider)
+}
+
+/// A browser signed in to the dashboard as `person`: its cookie jar, and the CSRF token the
+/// dashboard's page would read.
+async fn sign_in(gw: &TestGateway, person: &str) -> (reqwest::Client, String) {
+    let browser = reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let mut response = browser
+        .get(format!("{}/v1/auth/login", gw.base))
+        .send()
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        if let Some(location) = response.headers().get("location") {
+            let next = response.url().join(location.to_str().unwrap()).unwrap();
+            response = browser.get(next).send().await.unwrap();
+            continue;
+        }
+        let url = response.url().clone();
+        let page = response.text().await.unwrap();
+        let Some(action) = page
+            .split("<form method=post action=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+        else {
+            assert!(
+                url.path() == "/v1/auth/callback" && page.contains("Signed in"),
+                "{url}: {page}"
+            );
+            let (_, me) = get(&browser, &format!("{}/v1/whoami", gw.base)).await;
+            return (browser, me["csrf"].as_str().unwrap().to_owned());
+        };
+        response = browser
+            .post(url.join(action).unwrap())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("username={person}"))
+            .send()
+            .await
+            .unwrap();
+    }
+    panic!("the sign-in of {person} did not end");
+}
+
+async fn get(browser: &reqwest::Client, url: &str) -> (u16, Value) {
+    let response = browser.get(url).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_signs_in_on_its_own_and_a_signed_in_approver_decides_its_held_call() {
+    let (gw, _provider) = gateway_and_provider().await;
+
+    // The official SDK: 401, metadata, registration, PKCE, the person's sign-in, the token.
+    let mut alice = Client::connect_with(
+        "mcp2",
+        "modern",
+        &gw.mcp_url(),
+        &[],
+        &["--oauth-login", "alice"],
+    )
+    .await;
+    let tools = alice.list_tools().await;
+    assert!(tools.iter().any(|t| t == "send_email"), "{tools:?}");
+    let held = alice
+        .start_call("send_email", json!({"to": "ceo@example.com", "subject": "hi"}))
+        .await;
+
+    // Carol signs in to the dashboard and sees the held call, made by alice's token.
+    let (carol, csrf) = sign_in(&gw, "carol").await;
+    let (status, me) = get(&carol, &format!("{}/v1/whoami", gw.base)).await;
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(
+        (&me["principal"], &me["role"], &me["org"]),
+        (&json!("oauth:carol"), &json!("approver"), &json!("acme"))
+    );
+    let mut approval = Value::Null;
+    for _ in 0..100 {
+        let (_, pending) = get(&carol, &format!("{}/v1/approvals?status=pending", gw.base)).await;
+        if let Some(first) = pending.as_array().and_then(|a| a.first()) {
+            approval = first.clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(approval["requested_by"], "oauth:alice", "{approval}");
+    let approve = format!(
+        "{}/v1/approvals/{}/approve",
+        gw.base,
+        approval["id"].as_str().unwrap()
+    );
+
+    // Alice, signed in to the dashboard, may not decide (an agent), nor may a page without the
+    // CSRF token act with carol's cookie.
+    let (alice_browser, alice_csrf) = sign_in(&gw, "alice").await;
+    let refused = alice_browser
+        .post(&approve)
+        .header("x-undolog-csrf", &alice_csrf)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let forged = carol.post(&approve).json(&json!({})).send().await.unwrap();
+    assert_eq!(forged.status(), 403);
+
+    let decided = carol
+        .post(&approve)
+        .header("x-undolog-csrf", &csrf)
+        .json(&json!({"reason": "fine"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(decided.status(), 200);
+    let decided: Value = decided.json().await.unwrap();
+    assert_eq!(decided["decided_by"], "oauth:carol", "{decided}");
+    let result = alice.answer(held).await;
+    assert_eq!(result["ok"]["isError"], false, "{result}");
+
+    // Signed out, the cookie is good for nothing.
+    let out = carol
+        .post(format!("{}/v1/auth/logout", gw.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 204);
+    let (status, _) = get(&carol, &format!("{}/v1/whoami", gw.base)).await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_without_any_roles_scope_gets_no_tools() {
+    let (gw, _provider) = gateway_and_provider().await;
+    let mut dave = Client::connect_with(
+        "mcp2",
+        "modern",
+        &gw.mcp_url(),
+        &[],
+        &["--oauth-login", "dave"],
+    )
+    .await;
+    let id = dave.send(json!({"op": "list_tools"})).await;
+    let answer = dave.answer(id).await;
+    let error = answer["error"].as_str().unwrap_or_default().to_lowercase();
+    assert!(error.contains("scope"), "{answer}");
+}
