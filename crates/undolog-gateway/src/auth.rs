@@ -400,18 +400,25 @@ fn query_token(request: &Request) -> Option<String> {
     })
 }
 
-/// Whether requests need a key now, and whether a person may sign in through the identity
-/// provider instead: the dashboard asks before it calls anything, so a person is asked for a key
+/// Whether requests need a key now, whether a person may sign in through the identity provider
+/// instead, and whether this browser is signed in so: the dashboard asks before it calls anything, so a person is asked for a key
 /// (or offered the sign-in) instead of seeing failed requests.
-pub(crate) async fn mode(State(gateway): State<Arc<Gateway>>) -> Response {
+pub(crate) async fn mode(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
     let sign_in = gateway
         .oauth
         .as_ref()
         .is_some_and(|o| o.settings.dashboard.is_some());
+    let signed_in = gateway.oauth.as_ref().is_some_and(|o| {
+        matches!(
+            o.logins.signed_in(&axum::http::Method::GET, &headers),
+            Some(Ok(_))
+        )
+    });
     match gateway.open_mode().await {
         Ok(open) => axum::Json(serde_json::json!({
             "api_key_required": !open,
             "sign_in": sign_in.then_some("/v1/auth/login"),
+            "signed_in": signed_in,
         }))
         .into_response(),
         Err(e) => e.into_response(),

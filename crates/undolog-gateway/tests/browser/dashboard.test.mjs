@@ -4,7 +4,9 @@
 // for a key; an effect appears live after a tool call; a replay is counted; a held call is approved
 // by a click and another denied from the keyboard with a reason; an in-doubt effect is marked;
 // a session is undone through the confirmation dialog with live progress; the other org sees
-// nothing of it. Saves screenshots under docs/screenshots/. Exits non-zero on any failed check or
+// nothing of it. Then, on a gateway with [oauth] and a real identity provider (the npm
+// oidc-provider fixture), an approver signs in through the provider's own page and approves a
+// held call, which records that person. Saves screenshots under docs/screenshots/. Exits non-zero on any failed check or
 // any console error.
 //
 //   node dashboard.test.mjs            (UNDOLOG_BIN and CHROMIUM override the paths)
@@ -52,7 +54,30 @@ function createKey(store, org, role) {
   return JSON.parse(out).key;
 }
 
-async function startGateway() {
+/// The identity provider of the OAuth tests, for a gateway at `base`; its issuer URL.
+async function startProvider(base) {
+  const modules = path.join(repo, "target/fixtures/oidc");
+  assert.ok(fs.existsSync(path.join(modules, "node_modules/oidc-provider")), `${modules} is missing: run tests/fixtures/setup.sh`);
+  // ESM finds packages next to the script: a copy runs beside the fixture's node_modules.
+  const script = path.join(modules, `provider-browser-${process.pid}.mjs`);
+  fs.copyFileSync(path.join(repo, "crates/undolog-gateway/tests/fixtures/oidc_provider.mjs"), script);
+  cleanups.push(() => fs.rmSync(script, { force: true }));
+  const child = spawn("node", [script, "--resource", `${base}/mcp`, "--dashboard-redirect", `${base}/v1/auth/callback`], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  cleanups.unshift(() => child.kill());
+  const line = await new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      if (out.includes("\n")) resolve(out.split("\n")[0]);
+    });
+    child.on("exit", (code) => reject(new Error(`the identity provider exited (${code})`)));
+  });
+  return JSON.parse(line).issuer;
+}
+
+async function startGateway({ oauth = false } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "undolog-dashboard-"));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   const store = `sqlite://${path.join(dir, "undolog.db")}`;
@@ -65,8 +90,15 @@ async function startGateway() {
   };
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
+  const args = ["serve", "--listen", `127.0.0.1:${port}`, "--store", store];
+  if (oauth) {
+    const issuer = await startProvider(base);
+    const config = path.join(dir, "undolog.toml");
+    fs.writeFileSync(config, `[oauth]\nissuer = "${issuer}"\nresource = "${base}/mcp"\ndashboard_client_id = "undolog-dashboard"\n`);
+    args.push("--config", config);
+  }
   const log = fs.openSync(path.join(dir, "gateway.log"), "w");
-  const child = spawn(bin, ["serve", "--listen", `127.0.0.1:${port}`, "--store", store], {
+  const child = spawn(bin, args, {
     cwd: dir,
     stdio: ["ignore", log, log],
   });
@@ -281,8 +313,46 @@ async function main() {
   assert.equal(await acme.locator("#main").isHidden(), true);
   step("forgetting the key hides the data");
 
+  await signInThroughTheProvider(browser);
+
   assert.deepEqual(consoleErrors, [], "the console stays free of errors and warnings");
   step("no errors or warnings in the console");
+}
+
+/// A gateway with [oauth]: carol signs in on the identity provider's page and approves a call an
+/// agent's key made; the approval names her. Signing out hides the data again.
+async function signInThroughTheProvider(browser) {
+  const gw = await startGateway({ oauth: true });
+  const page = await openDashboard(browser, gw, "sso");
+  const signInLink = page.getByRole("link", { name: "Sign in with your identity provider" });
+  await signInLink.waitFor();
+  await page.screenshot({ path: path.join(shots, "dashboard-sign-in.png") });
+  await signInLink.click();
+  await page.locator("#username").waitFor(); // the provider's page, not the gateway's
+  assert.notEqual(new URL(page.url()).port, new URL(gw.base).port);
+  await page.locator("#username").fill("carol");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.locator("#who", { hasText: "org acme · oauth:carol (approver)" }).waitFor();
+  await page.locator("#status.live").waitFor();
+  step("an approver signs in through the identity provider's own page");
+
+  const call = await toolCall(gw, gw.keys.acme, "sso-1", "send_email", { to: "ceo@example.com", subject: "hi" });
+  assert.equal(call.status, 202, JSON.stringify(call.body));
+  const held = page.locator(`#approvals li[data-approval="${call.body.approval_id}"]`);
+  await held.waitFor();
+  await held.getByRole("button", { name: /^Approve send_email/ }).click();
+  await held.waitFor({ state: "detached" });
+  const approval = await adminGet(gw, gw.keys.acmeAdmin, `/v1/approvals/${call.body.approval_id}`);
+  assert.equal(approval.state, "approved");
+  assert.equal(approval.decided_by, "oauth:carol");
+  step("the signed-in approver approves a held call, and the approval names her");
+
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.locator("#login").waitFor();
+  await page.reload();
+  await page.locator("#login").waitFor();
+  assert.equal(await page.locator("#main").isHidden(), true);
+  step("signing out ends the session: a reload asks again");
 }
 
 try {

@@ -23,4 +23,7 @@ if ! cmp -s "$here/package-lock.json" "$stamp" 2>/dev/null; then
   cp "$here/package-lock.json" "$stamp"
 fi
 
+# The identity provider of the sign-in step (oidc-provider), with the other fixtures.
+bash "$here/../fixtures/setup.sh" >/dev/null
+
 exec node "$here/dashboard.test.mjs"

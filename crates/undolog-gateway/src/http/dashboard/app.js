@@ -6,6 +6,7 @@ const KEY_STORAGE = "undolog.apiKey";
 
 const state = {
   key: sessionStorage.getItem(KEY_STORAGE),
+  csrf: null, // a signed-in dashboard's token for requests that change something (cookie sessions)
   selected: null, // session id
   sessions: [],
   effects: [],
@@ -44,6 +45,7 @@ async function api(method, path, body) {
   const headers = { Accept: "application/json" };
   if (state.key) headers.Authorization = `Bearer ${state.key}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (state.csrf && method !== "GET") headers["X-UndoLog-CSRF"] = state.csrf;
   const response = await fetch(path, {
     method,
     headers,
@@ -106,7 +108,10 @@ async function start() {
   $("undo-dialog").addEventListener("close", onUndoDialogClose);
   try {
     const mode = await api("GET", "/v1/auth");
-    if (mode.api_key_required && !state.key) return showLogin("");
+    $("sign-in").hidden = !mode.sign_in;
+    if (mode.sign_in) $("sign-in").href = mode.sign_in;
+    // Signed in through the identity provider: the cookie stands for the credentials.
+    if (mode.api_key_required && !state.key && !mode.signed_in) return showLogin("");
     await enter();
   } catch (e) {
     if (e instanceof AuthError) {
@@ -144,7 +149,11 @@ async function onLogin(event) {
   }
 }
 
-function signOut() {
+async function signOut() {
+  if (state.csrf) {
+    await api("POST", "/v1/auth/logout", {}).catch(() => null);
+    state.csrf = null;
+  }
   sessionStorage.removeItem(KEY_STORAGE);
   state.key = null;
   state.selected = null;
@@ -157,8 +166,10 @@ async function enter() {
   $("login").hidden = true;
   $("main").hidden = false;
   $("who").hidden = false;
-  $("who").textContent = `org ${me.org}`;
-  $("sign-out").hidden = !state.key;
+  state.csrf = me.csrf || null;
+  $("who").textContent = state.csrf ? `org ${me.org} · ${me.principal} (${me.role})` : `org ${me.org}`;
+  $("sign-out").textContent = state.csrf ? "Sign out" : "Forget key";
+  $("sign-out").hidden = !state.key && !state.csrf;
   startEvents();
   await Promise.all([loadSessions(), loadApprovals(), loadInDoubt()]);
 }
