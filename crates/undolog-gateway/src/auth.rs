@@ -436,12 +436,14 @@ pub(crate) async fn whoami(
         (Some(oauth), false) => oauth.logins.csrf(&headers),
         _ => None,
     };
-    axum::Json(serde_json::json!({
+    let mut me = serde_json::json!({
         "org": principal.org,
         "key_id": principal.key_id(),
         "role": principal.role,
         "principal": principal.actor(),
-        "csrf": csrf,
-    }))
-    .into_response()
+    });
+    if let Some(csrf) = csrf {
+        me["csrf"] = csrf.into();
+    }
+    axum::Json(me).into_response()
 }

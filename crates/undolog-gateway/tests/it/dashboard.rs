@@ -11,7 +11,10 @@ use crate::{events::next_events, harness::TestGateway};
 async fn the_page_and_assets_are_served_without_a_key_but_no_data_is() {
     let gw = TestGateway::start("").await;
     let open = gw.get("/v1/auth").await;
-    assert_eq!(open, json!({"api_key_required": false}));
+    assert_eq!(
+        open,
+        json!({"api_key_required": false, "sign_in": null, "signed_in": false})
+    );
     gw.key("acme", undolog_types::Role::Admin).await;
     // Open mode ends within a second of the first key (the gateway rechecks once a second).
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -46,7 +49,7 @@ async fn the_page_and_assets_are_served_without_a_key_but_no_data_is() {
     }
     assert_eq!(
         gw.get("/v1/auth").await,
-        json!({"api_key_required": true}),
+        json!({"api_key_required": true, "sign_in": null, "signed_in": false}),
         "the page learns it must ask for a key"
     );
     let sessions = gw

@@ -17,8 +17,7 @@ async fn gateway_and_provider() -> (TestGateway, IdentityProvider) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let resource = format!("{base}/mcp");
-    let provider =
-        IdentityProvider::start(&resource, &format!("{base}/v1/auth/callback")).await;
+    let provider = IdentityProvider::start(&resource, &format!("{base}/v1/auth/callback")).await;
     let toml = format!(
         "[oauth]\nissuer = \"{}\"\nresource = \"{resource}\"\ndashboard_client_id = \"undolog-dashboard\"\n",
         provider.issuer
@@ -93,7 +92,10 @@ async fn the_python_sdk_signs_in_on_its_own_and_a_signed_in_approver_decides_its
     let tools = alice.list_tools().await;
     assert!(tools.iter().any(|t| t == "send_email"), "{tools:?}");
     let held = alice
-        .start_call("send_email", json!({"to": "ceo@example.com", "subject": "hi"}))
+        .start_call(
+            "send_email",
+            json!({"to": "ceo@example.com", "subject": "hi"}),
+        )
         .await;
 
     // Carol signs in to the dashboard and sees the held call, made by alice's token.
