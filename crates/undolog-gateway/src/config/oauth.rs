@@ -157,3 +157,49 @@ fn url(key: &str, text: &str) -> Result<Url, Error> {
     }
     Ok(url)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::GatewayConfig;
+
+    const GOOD: &str = "issuer = \"https://idp.example.com\"\nresource = \"https://gw.example.com/mcp\"\n";
+
+    #[test]
+    fn an_oauth_section_that_cannot_work_is_refused_with_the_key_and_the_fix() {
+        let cases = [
+            ("resource = \"https://gw.example.com/mcp\"", "`oauth.issuer`: is missing"),
+            ("issuer = \"https://idp.example.com\"", "`oauth.resource`: is missing"),
+            ("issuer = \"idp\"\nresource = \"https://gw/mcp\"", "`oauth.issuer`: \"idp\" is not a URL"),
+            (
+                "issuer = \"https://idp\"\nresource = \"ftp://gw/mcp\"",
+                "`oauth.resource`: \"ftp://gw/mcp\" is not an http(s) URL",
+            ),
+            (
+                "issuer = \"https://idp\"\nresource = \"https://gw/mcp#x\"",
+                "has a fragment",
+            ),
+            (&format!("{GOOD}algorithms = [\"HS256\"]"), "\"HS256\" is not taken"),
+            (&format!("{GOOD}algorithms = []"), "`oauth.algorithms`: is empty"),
+            (&format!("{GOOD}agent_scope = \"a b\""), "is not one scope"),
+            (
+                &format!("{GOOD}approver_scope = \"undolog:agent\""),
+                "two roles share a scope",
+            ),
+            (&format!("{GOOD}org = \"\""), "`oauth.org`"),
+            (
+                &format!("{GOOD}dashboard_client_secret = \"s\""),
+                "without dashboard_client_id",
+            ),
+        ];
+        for (section, want) in cases {
+            let text = format!("[oauth]\n{section}\n");
+            let error = GatewayConfig::from_toml(&text).expect_err(section).to_string();
+            assert!(error.contains(want), "{section}: {error}");
+        }
+        let config = GatewayConfig::from_toml(&format!("[oauth]\n{GOOD}")).unwrap();
+        let oauth = config.oauth.expect("an oauth section");
+        assert_eq!(oauth.resource.as_str(), "https://gw.example.com/mcp");
+        assert_eq!(oauth.scopes.approver, "undolog:approve");
+        assert!(oauth.dashboard.is_none());
+    }
+}
