@@ -162,14 +162,24 @@ fn url(key: &str, text: &str) -> Result<Url, Error> {
 mod tests {
     use crate::GatewayConfig;
 
-    const GOOD: &str = "issuer = \"https://idp.example.com\"\nresource = \"https://gw.example.com/mcp\"\n";
+    const GOOD: &str =
+        "issuer = \"https://idp.example.com\"\nresource = \"https://gw.example.com/mcp\"\n";
 
     #[test]
     fn an_oauth_section_that_cannot_work_is_refused_with_the_key_and_the_fix() {
         let cases = [
-            ("resource = \"https://gw.example.com/mcp\"", "`oauth.issuer`: is missing"),
-            ("issuer = \"https://idp.example.com\"", "`oauth.resource`: is missing"),
-            ("issuer = \"idp\"\nresource = \"https://gw/mcp\"", "`oauth.issuer`: \"idp\" is not a URL"),
+            (
+                "resource = \"https://gw.example.com/mcp\"",
+                "`oauth.issuer`: is missing",
+            ),
+            (
+                "issuer = \"https://idp.example.com\"",
+                "`oauth.resource`: is missing",
+            ),
+            (
+                "issuer = \"idp\"\nresource = \"https://gw/mcp\"",
+                "`oauth.issuer`: \"idp\" is not a URL",
+            ),
             (
                 "issuer = \"https://idp\"\nresource = \"ftp://gw/mcp\"",
                 "`oauth.resource`: \"ftp://gw/mcp\" is not an http(s) URL",
@@ -178,8 +188,14 @@ mod tests {
                 "issuer = \"https://idp\"\nresource = \"https://gw/mcp#x\"",
                 "has a fragment",
             ),
-            (&format!("{GOOD}algorithms = [\"HS256\"]"), "\"HS256\" is not taken"),
-            (&format!("{GOOD}algorithms = []"), "`oauth.algorithms`: is empty"),
+            (
+                &format!("{GOOD}algorithms = [\"HS256\"]"),
+                "\"HS256\" is not taken",
+            ),
+            (
+                &format!("{GOOD}algorithms = []"),
+                "`oauth.algorithms`: is empty",
+            ),
             (&format!("{GOOD}agent_scope = \"a b\""), "is not one scope"),
             (
                 &format!("{GOOD}approver_scope = \"undolog:agent\""),
@@ -193,7 +209,9 @@ mod tests {
         ];
         for (section, want) in cases {
             let text = format!("[oauth]\n{section}\n");
-            let error = GatewayConfig::from_toml(&text).expect_err(section).to_string();
+            let error = GatewayConfig::from_toml(&text)
+                .expect_err(section)
+                .to_string();
             assert!(error.contains(want), "{section}: {error}");
         }
         let config = GatewayConfig::from_toml(&format!("[oauth]\n{GOOD}")).unwrap();
