@@ -41,7 +41,20 @@ function el(tag, attrs, ...children) {
 
 class AuthError extends Error {}
 
+// Requests on their way, so that signing out ends the session only once they are answered.
+const inFlight = new Set();
+
 async function api(method, path, body) {
+  const request = send(method, path, body);
+  inFlight.add(request);
+  try {
+    return await request;
+  } finally {
+    inFlight.delete(request);
+  }
+}
+
+async function send(method, path, body) {
   const headers = { Accept: "application/json" };
   if (state.key) headers.Authorization = `Bearer ${state.key}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -150,7 +163,12 @@ async function onLogin(event) {
 }
 
 async function signOut() {
+  stopEvents();
+  clearTimeout(state.refreshTimer);
+  state.refreshTimer = null;
   if (state.csrf) {
+    // Nothing asks with the cookie after it ends: what is on its way is answered first.
+    await Promise.allSettled([...inFlight]);
     await api("POST", "/v1/auth/logout", {}).catch(() => null);
     state.csrf = null;
   }
