@@ -17,7 +17,7 @@ use serde::Serialize;
 use undolog_store::{Compensation, StoreUrl};
 use undolog_types::Tier;
 
-pub use oauth::{DashboardClient, OAuthSettings, RoleScopes};
+pub use oauth::{DashboardClient, IntrospectionClient, OAuthSettings, RoleScopes};
 pub(crate) use raw::RawConfig;
 
 /// Where the configuration comes from, besides defaults and the environment.

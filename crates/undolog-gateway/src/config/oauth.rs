@@ -26,6 +26,17 @@ pub struct OAuthSettings {
     pub leeway: Duration,
     /// The dashboard's sign-in; `None`: the dashboard asks for an API key or a token.
     pub dashboard: Option<DashboardClient>,
+    /// How to ask about tokens that are not JWTs (RFC 7662); `None`: such tokens are refused.
+    pub introspection: Option<IntrospectionClient>,
+}
+
+/// The gateway as a client of the authorization server's introspection endpoint.
+#[derive(Debug, Clone)]
+pub struct IntrospectionClient {
+    /// `None`: the issuer's metadata names it.
+    pub endpoint: Option<Url>,
+    pub client_id: String,
+    pub client_secret: Secret,
 }
 
 /// The scope that grants each role; a token's role is the highest it holds.
@@ -133,7 +144,36 @@ pub(super) fn oauth(raw: RawOAuth) -> Result<OAuthSettings, Error> {
             client_secret: secret.map(Secret),
         }),
     };
+    let introspection = match (
+        raw.introspection_client_id,
+        raw.introspection_client_secret,
+        raw.introspection_endpoint,
+    ) {
+        (None, None, None) => None,
+        (Some(client_id), Some(secret), endpoint) => Some(IntrospectionClient {
+            endpoint: endpoint
+                .map(|text| url(&key("introspection_endpoint"), &text))
+                .transpose()?,
+            client_id,
+            client_secret: Secret(secret),
+        }),
+        (Some(_), None, _) => {
+            return Err(Error::key(
+                key("introspection_client_secret"),
+                "is missing; introspection needs the secret the authorization server gave \
+                 this gateway's client",
+            ));
+        }
+        (None, _, _) => {
+            return Err(Error::key(
+                key("introspection_client_id"),
+                "is missing; name the client the authorization server registered for this \
+                 gateway's introspection requests",
+            ));
+        }
+    };
     Ok(OAuthSettings {
+        introspection,
         issuer,
         resource,
         jwks_uri,
@@ -205,6 +245,14 @@ mod tests {
             (
                 &format!("{GOOD}dashboard_client_secret = \"s\""),
                 "without dashboard_client_id",
+            ),
+            (
+                &format!("{GOOD}introspection_client_id = \"gw\""),
+                "`oauth.introspection_client_secret`: is missing",
+            ),
+            (
+                &format!("{GOOD}introspection_endpoint = \"https://idp/introspect\""),
+                "`oauth.introspection_client_id`: is missing",
             ),
         ];
         for (section, want) in cases {

@@ -60,6 +60,11 @@ pub(crate) struct RawOAuth {
     /// The dashboard's sign-in through the authorization server (authorization code + PKCE).
     pub(crate) dashboard_client_id: Option<String>,
     pub(crate) dashboard_client_secret: Option<String>,
+    /// Token introspection (RFC 7662) for tokens that are not JWTs: this gateway's client there.
+    pub(crate) introspection_client_id: Option<String>,
+    pub(crate) introspection_client_secret: Option<String>,
+    /// Read from the issuer's metadata when absent.
+    pub(crate) introspection_endpoint: Option<String>,
 }
 
 /// One `[[interceptors]]` entry: an interceptor server (stdio or Streamable HTTP) or a built-in.

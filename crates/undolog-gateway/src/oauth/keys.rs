@@ -30,6 +30,7 @@ pub(crate) struct ServerMetadata {
     pub(crate) jwks_uri: Option<Url>,
     pub(crate) authorization_endpoint: Option<Url>,
     pub(crate) token_endpoint: Option<Url>,
+    pub(crate) introspection_endpoint: Option<Url>,
 }
 
 /// One verification key of the set.

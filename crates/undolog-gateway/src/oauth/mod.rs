@@ -6,6 +6,7 @@
 //! `WWW-Authenticate`, so a client can start or widen its authorization. The token is the
 //! client's credential here and is never sent to an upstream.
 
+mod introspection;
 mod keys;
 pub(crate) mod login;
 
@@ -52,16 +53,16 @@ pub(crate) enum Challenge {
 
 /// The claims the gateway reads; the rest are looked up by name (the org claim is configurable).
 #[derive(Debug, Deserialize)]
-struct Claims {
-    sub: String,
-    exp: u64,
+pub(crate) struct Claims {
+    pub(crate) sub: String,
+    pub(crate) exp: u64,
     #[serde(default)]
-    scope: Option<String>,
+    pub(crate) scope: Option<String>,
     /// Some servers send scopes as an array under `scp`.
     #[serde(default)]
-    scp: Option<Vec<String>>,
+    pub(crate) scp: Option<Vec<String>>,
     #[serde(flatten)]
-    other: Map<String, Value>,
+    pub(crate) other: Map<String, Value>,
 }
 
 /// The resource server: settings, the issuer's keys, and the tokens verified lately.
@@ -161,9 +162,19 @@ impl OAuth {
 
     /// Checks the token and maps it; also when it stops being good.
     pub(crate) async fn verify(&self, token: &str) -> Result<(Principal, Instant), Refusal> {
-        let invalid = |why: String| Refusal::Invalid(format!("the access token {why}"));
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|e| invalid(format!("is not a signed JWT ({e})")))?;
+        let header = match jsonwebtoken::decode_header(token) {
+            Ok(header) => header,
+            // Not a JWT: an opaque token, which only the issuer can tell about.
+            Err(e) => match &self.settings.introspection {
+                Some(client) => return self.map(introspection::ask(self, client, token).await?),
+                None => {
+                    return Err(invalid(format!(
+                        "is not a signed JWT ({e}); for opaque tokens set \
+                         oauth.introspection_client_id"
+                    )));
+                }
+            },
+        };
         let settings = &self.settings;
         if !settings.algorithms.contains(&header.alg) {
             return Err(invalid(format!(
@@ -185,6 +196,13 @@ impl OAuth {
         let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .map_err(|e| invalid(describe(&e, settings)))?
             .claims;
+        self.map(claims)
+    }
+
+    /// The principal of checked claims (org from the org claim, role from the scopes), and
+    /// when it stops being good.
+    fn map(&self, claims: Claims) -> Result<(Principal, Instant), Refusal> {
+        let settings = &self.settings;
         let org = match claims.other.get(&settings.org_claim) {
             Some(Value::String(name)) => OrgId::new(name).map_err(|e| {
                 invalid(format!(
@@ -224,11 +242,7 @@ impl OAuth {
                     settings.scopes.admin
                 ))
             })?;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        let left = Duration::from_secs(claims.exp.saturating_sub(now));
+        let left = Duration::from_secs(claims.exp.saturating_sub(now()));
         let principal = Principal {
             org,
             role,
@@ -238,6 +252,19 @@ impl OAuth {
         };
         Ok((principal, Instant::now() + left))
     }
+}
+
+/// A refusal of the token, saying why.
+fn invalid(why: String) -> Refusal {
+    Refusal::Invalid(format!("the access token {why}"))
+}
+
+/// Seconds since the epoch.
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
 }
 
 /// What a failed check means, in words that say what to do.

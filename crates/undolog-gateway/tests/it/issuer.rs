@@ -4,6 +4,7 @@
 //! against the npm `oidc-provider` (tests/fixtures/oidc_provider.mjs); this one is for tables.
 
 use std::{
+    collections::HashMap,
     sync::{Arc, Mutex},
     time::{SystemTime, UNIX_EPOCH},
 };
@@ -63,6 +64,10 @@ impl SigningKey {
     }
 }
 
+/// This gateway's client at the issuer's introspection endpoint, and its secret.
+pub(crate) const INTROSPECTION_CLIENT: &str = "undolog-gateway";
+pub(crate) const INTROSPECTION_SECRET: &str = "introspection secret";
+
 pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -78,6 +83,8 @@ pub(crate) struct TestIssuer {
     pub(crate) rs256: SigningKey,
     /// How many times the JWKS was fetched.
     fetches: Arc<Mutex<u32>>,
+    /// Opaque tokens and what introspection answers for each.
+    opaque: Arc<Mutex<HashMap<String, Value>>>,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -93,8 +100,11 @@ impl TestIssuer {
             "jwks_uri": format!("{url}/jwks"),
             "authorization_endpoint": format!("{url}/authorize"),
             "token_endpoint": format!("{url}/token"),
+            "introspection_endpoint": format!("{url}/introspect"),
         });
         let (keys, counter) = (published.clone(), fetches.clone());
+        let opaque: Arc<Mutex<HashMap<String, Value>>> = Arc::default();
+        let known = opaque.clone();
         let app = axum::Router::new()
             .route(
                 "/.well-known/oauth-authorization-server",
@@ -107,6 +117,33 @@ impl TestIssuer {
                     let keys = keys.lock().unwrap().clone();
                     axum::Json(json!({ "keys": keys }))
                 }),
+            )
+            .route(
+                "/introspect",
+                axum::routing::post(
+                    move |headers: axum::http::HeaderMap, body: String| async move {
+                        let client = base64::engine::general_purpose::STANDARD
+                            .encode(format!("{INTROSPECTION_CLIENT}:{INTROSPECTION_SECRET}"));
+                        let authorized = headers
+                            .get("authorization")
+                            .is_some_and(|v| v.to_str().unwrap() == format!("Basic {client}"));
+                        if !authorized {
+                            return (
+                                axum::http::StatusCode::UNAUTHORIZED,
+                                axum::Json(json!({"error": "invalid_client"})),
+                            );
+                        }
+                        let token = url::form_urlencoded::parse(body.as_bytes())
+                            .find(|(k, _)| k == "token")
+                            .map(|(_, v)| v.into_owned())
+                            .unwrap_or_default();
+                        let answer = known.lock().unwrap().get(&token).cloned();
+                        (
+                            axum::http::StatusCode::OK,
+                            axum::Json(answer.unwrap_or(json!({"active": false}))),
+                        )
+                    },
+                ),
             );
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -123,6 +160,7 @@ impl TestIssuer {
             es256,
             rs256,
             fetches,
+            opaque,
             _stop: stop,
         }
     }
@@ -146,6 +184,23 @@ impl TestIssuer {
             "iat": now(),
             "exp": now() + 300,
         })
+    }
+
+    /// The `[oauth]` section with introspection as this issuer's client (`secret` its secret).
+    pub(crate) fn config_with_introspection(&self, resource: &str, secret: &str) -> String {
+        format!(
+            "{}introspection_client_id = \"{INTROSPECTION_CLIENT}\"\nintrospection_client_secret = \"{secret}\"\n",
+            self.config(resource)
+        )
+    }
+
+    /// A new opaque token, for which introspection answers `answer`.
+    pub(crate) fn opaque(&self, answer: Value) -> String {
+        let mut bytes = [0u8; 24];
+        aws_lc_rs::rand::fill(&mut bytes).unwrap();
+        let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+        self.opaque.lock().unwrap().insert(token.clone(), answer);
+        token
     }
 
     /// Publishes `keys` instead of what was published (a rotation).

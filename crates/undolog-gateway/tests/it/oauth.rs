@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{
     harness::{Credential, TestGateway},
-    issuer::{SigningKey, TestIssuer, now},
+    issuer::{INTROSPECTION_SECRET, SigningKey, TestIssuer, now},
 };
 
 fn bearer(token: &str) -> Credential {
@@ -372,5 +372,118 @@ async fn a_clients_token_never_reaches_an_upstream() {
     assert!(
         !sent.to_ascii_lowercase().contains("authorization:"),
         "{sent}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opaque_token_is_checked_by_introspection_as_a_jwt_is_by_its_signature() {
+    let issuer = TestIssuer::start().await;
+    let gateway_with = |secret: &'static str| {
+        let section = issuer.config_with_introspection("@GATEWAY@/mcp", secret);
+        async move { TestGateway::start_on(&section, None).await }
+    };
+    let gw = gateway_with(INTROSPECTION_SECRET).await;
+    let resource = gw.mcp_url();
+    let answer = |changes: Value| {
+        let mut answer = json!({
+            "active": true, "iss": issuer.url, "aud": resource, "sub": "olga", "org": "acme",
+            "scope": "undolog:approve", "exp": now() + 300, "token_type": "Bearer",
+        });
+        for (k, v) in changes.as_object().unwrap() {
+            match v {
+                Value::Null => drop(answer.as_object_mut().unwrap().remove(k)),
+                v => answer[k] = v.clone(),
+            }
+        }
+        issuer.opaque(answer)
+    };
+    const INVALID: &str = "error=\"invalid_token\"";
+    let cases: Vec<(&str, String, u16, &str)> = vec![
+        ("active", answer(json!({})), 200, ""),
+        (
+            "active, audience as a list",
+            answer(json!({"aud": ["x", resource]})),
+            200,
+            "",
+        ),
+        ("not active", answer(json!({"active": false})), 401, INVALID),
+        (
+            "unknown to the issuer",
+            "opaque-and-unknown".into(),
+            401,
+            INVALID,
+        ),
+        (
+            "for another resource",
+            answer(json!({"aud": "http://127.0.0.1:1/mcp"})),
+            401,
+            INVALID,
+        ),
+        (
+            "without an audience",
+            answer(json!({"aud": null})),
+            401,
+            INVALID,
+        ),
+        (
+            "another issuer",
+            answer(json!({"iss": "http://127.0.0.1:1"})),
+            401,
+            INVALID,
+        ),
+        ("expired", answer(json!({"exp": now() - 120})), 401, INVALID),
+        (
+            "without a subject",
+            answer(json!({"sub": null})),
+            401,
+            INVALID,
+        ),
+        (
+            "without any role's scope",
+            answer(json!({"scope": "openid"})),
+            403,
+            "error=\"insufficient_scope\"",
+        ),
+    ];
+    for (what, token, status, challenge) in &cases {
+        for (got, header) in answers(&gw, Some(token)).await {
+            assert_eq!(got, *status, "{what}: {header}");
+            assert!(header.contains(challenge), "{what}: {header}");
+        }
+    }
+    let (_, me) = gw.get_as(Some(&bearer(&cases[0].1)), "/v1/whoami").await;
+    assert_eq!(
+        (&me["principal"], &me["role"]),
+        (&json!("oauth:olga"), &json!("approver"))
+    );
+
+    // The gateway's own client refused at the endpoint: the token is not taken, and the message
+    // says where to look.
+    let misconfigured = gateway_with("not the secret").await;
+    let token = issuer.opaque(json!({"active": true, "aud": misconfigured.mcp_url(), "sub": "olga", "org": "acme", "scope": "undolog:agent"}));
+    let (status, refused) = misconfigured
+        .get_as(Some(&bearer(&token)), "/v1/whoami")
+        .await;
+    assert_eq!(status, 401);
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("introspection_client_id"),
+        "{refused}"
+    );
+
+    // Without introspection an opaque token is refused and the message names the setting.
+    let plain = TestGateway::with_tokens("").await;
+    let (status, refused) = plain
+        .get_as(Some(&bearer("opaque-token")), "/v1/whoami")
+        .await;
+    assert_eq!(status, 401);
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("introspection_client_id"),
+        "{refused}"
     );
 }
