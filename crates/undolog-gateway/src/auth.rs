@@ -1,4 +1,6 @@
-//! Credentials: API keys per org, stored as BLAKE3 hashes, sent as `Authorization: Bearer`.
+//! Credentials: API keys per org, stored as BLAKE3 hashes, sent as `Authorization: Bearer`; with
+//! `[oauth]`, also the authorization server's access tokens ([`crate::oauth`]) and the
+//! dashboard's sign-in cookie.
 //!
 //! With no key in the store the gateway is in open mode: it serves org `default` to the local
 //! operator, with every right, and only on a loopback address (start-up refuses anything else;
@@ -181,7 +183,8 @@ impl Gateway {
                     .map(str::trim)
                     .ok_or_else(|| {
                         Error::Unauthorized(
-                            "the Authorization header must be `Bearer <API key>`".into(),
+                            "the Authorization header must be `Bearer <API key or access token>`"
+                                .into(),
                         )
                     })
             })
@@ -200,7 +203,15 @@ impl Gateway {
                 })?,
             (Some(secret), _) => self.principal_of_key(secret).await?,
             (None, _) if self.open_mode().await? => Principal::open(),
-            (None, _) => {
+            (None, Some(oauth)) => {
+                return Err(Error::Unauthorized(format!(
+                    "this gateway needs an access token of {} (its metadata is at {}) or an API \
+                     key: send `Authorization: Bearer <token or key>`",
+                    oauth.settings.issuer,
+                    oauth.metadata_url()
+                )));
+            }
+            (None, None) => {
                 return Err(Error::Unauthorized(
                     "this gateway needs an API key: send `Authorization: Bearer <key>`".into(),
                 ));

@@ -17,9 +17,15 @@ pub(crate) struct IdentityProvider {
 }
 
 impl IdentityProvider {
-    /// Starts a provider whose tokens are for `resource`; with `dashboard_redirect`, it knows the
-    /// dashboard as the public client `undolog-dashboard`.
-    pub(crate) async fn start(resource: &str, dashboard_redirect: &str) -> IdentityProvider {
+    /// Starts a provider whose tokens are for `resource`, and that knows the dashboard as the
+    /// public client `undolog-dashboard` at `dashboard_redirect`; `flags` are more of the
+    /// fixture's (`--opaque`: opaque access tokens, checked by introspection as the client
+    /// `undolog-gateway`).
+    pub(crate) async fn start(
+        resource: &str,
+        dashboard_redirect: &str,
+        flags: &[&str],
+    ) -> IdentityProvider {
         // ESM resolves packages next to the script: a copy of it runs beside the fixture's
         // node_modules (one per provider, so parallel tests never write the same file).
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -30,7 +36,8 @@ impl IdentityProvider {
             Command::new("node")
                 .arg(&script)
                 .args(["--resource", resource])
-                .args(["--dashboard-redirect", dashboard_redirect]),
+                .args(["--dashboard-redirect", dashboard_redirect])
+                .args(flags),
         );
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())

@@ -14,12 +14,18 @@ use crate::{
 
 /// A gateway with `[oauth]` for a fresh provider that knows its dashboard.
 async fn gateway_and_provider() -> (TestGateway, IdentityProvider) {
+    gateway_and_provider_with(&[], "").await
+}
+
+/// The same with the provider's `flags` and more of the gateway's `[oauth]`.
+async fn gateway_and_provider_with(flags: &[&str], oauth: &str) -> (TestGateway, IdentityProvider) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let resource = format!("{base}/mcp");
-    let provider = IdentityProvider::start(&resource, &format!("{base}/v1/auth/callback")).await;
+    let provider =
+        IdentityProvider::start(&resource, &format!("{base}/v1/auth/callback"), flags).await;
     let toml = format!(
-        "[oauth]\nissuer = \"{}\"\nresource = \"{resource}\"\ndashboard_client_id = \"undolog-dashboard\"\n",
+        "[oauth]\nissuer = \"{}\"\nresource = \"{resource}\"\ndashboard_client_id = \"undolog-dashboard\"\n{oauth}",
         provider.issuer
     );
     let gw = TestGateway::start_on_listener(listener, &toml, None).await;
@@ -70,6 +76,12 @@ async fn sign_in(gw: &TestGateway, person: &str) -> (reqwest::Client, String) {
     panic!("the sign-in of {person} did not end");
 }
 
+/// The official Python SDK (2026-07-28) against `/mcp`, running its own OAuth flow as `person`.
+async fn sdk_signed_in_as(gw: &TestGateway, person: &str) -> Client {
+    let login = ["--oauth-login", person];
+    Client::connect_with("mcp2", "modern", &gw.mcp_url(), &[], &login).await
+}
+
 async fn get(browser: &reqwest::Client, url: &str) -> (u16, Value) {
     let response = browser.get(url).send().await.unwrap();
     let status = response.status().as_u16();
@@ -81,14 +93,7 @@ async fn the_python_sdk_signs_in_on_its_own_and_a_signed_in_approver_decides_its
     let (gw, _provider) = gateway_and_provider().await;
 
     // The official SDK: 401, metadata, registration, PKCE, the person's sign-in, the token.
-    let mut alice = Client::connect_with(
-        "mcp2",
-        "modern",
-        &gw.mcp_url(),
-        &[],
-        &["--oauth-login", "alice"],
-    )
-    .await;
+    let mut alice = sdk_signed_in_as(&gw, "alice").await;
     let tools = alice.list_tools().await;
     assert!(tools.iter().any(|t| t == "send_email"), "{tools:?}");
     let held = alice
@@ -164,14 +169,7 @@ async fn the_python_sdk_signs_in_on_its_own_and_a_signed_in_approver_decides_its
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_without_any_roles_scope_gets_no_tools() {
     let (gw, _provider) = gateway_and_provider().await;
-    let mut dave = Client::connect_with(
-        "mcp2",
-        "modern",
-        &gw.mcp_url(),
-        &[],
-        &["--oauth-login", "dave"],
-    )
-    .await;
+    let mut dave = sdk_signed_in_as(&gw, "dave").await;
     let id = dave.send(json!({"op": "list_tools"})).await;
     let answer = dave.answer(id).await;
     // The SDK reports the 403 (insufficient_scope, its header checked in `oauth`) as an error.
@@ -179,4 +177,19 @@ async fn a_person_without_any_roles_scope_gets_no_tools() {
         answer["error"].is_string() && answer.get("ok").is_none(),
         "{answer}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_opaque_tokens_the_gateway_asks_the_provider_by_introspection() {
+    let introspection = "introspection_client_id = \"undolog-gateway\"\nintrospection_client_secret = \"introspection secret\"\n";
+    let (gw, _provider) = gateway_and_provider_with(&["--opaque"], introspection).await;
+    let mut alice = sdk_signed_in_as(&gw, "alice").await;
+    let tools = alice.list_tools().await;
+    assert!(tools.iter().any(|t| t == "transfer"), "{tools:?}");
+    let balance = alice.call("get_balance", json!({"account": "alice"})).await;
+    assert_eq!(balance["isError"], false, "{balance}");
+    // The carol of the dashboard is an opaque token too.
+    let (carol, _) = sign_in(&gw, "carol").await;
+    let (_, me) = get(&carol, &format!("{}/v1/whoami", gw.base)).await;
+    assert_eq!(me["principal"], "oauth:carol", "{me}");
 }
