@@ -3,7 +3,9 @@
 //! resource is https) that stands for the access token the code was exchanged for. The token is
 //! checked like any bearer token, so its scopes decide the role. A request that changes anything
 //! with the cookie must also carry the session's CSRF token in `X-UndoLog-CSRF`, which only the
-//! dashboard's own page can read (from `GET /v1/whoami`).
+//! dashboard's own page can read (from `GET /v1/whoami`). A sign-in ends only in the browser that
+//! began it: its `state` is bound to a cookie set then, so a callback URL sent to someone else
+//! (to sign them in as the sender) is refused.
 //!
 //! Sign-ins live in this process: a gateway restart, or another gateway behind the same name,
 //! asks the person to sign in again.
@@ -28,6 +30,9 @@ use crate::{Error, Gateway, Principal};
 
 /// The cookie that carries a dashboard session.
 pub(crate) const COOKIE: &str = "undolog_session";
+/// The cookie that ties a sign-in in progress to the browser that began it. SameSite=Lax: it must
+/// ride the navigation back from the identity provider.
+const LOGIN_COOKIE: &str = "undolog_sign_in";
 /// The header an unsafe request with the cookie must carry.
 pub(crate) const CSRF_HEADER: &str = "x-undolog-csrf";
 /// How long a person has to finish signing in at the authorization server.
@@ -38,6 +43,8 @@ const PENDING_AT_MOST: usize = 1024;
 #[derive(Debug)]
 struct Pending {
     verifier: String,
+    /// The value of the browser's [`LOGIN_COOKIE`].
+    browser: String,
     started: Instant,
 }
 
@@ -90,8 +97,9 @@ impl Logins {
         sessions.get(&id).map(|s| s.csrf.clone())
     }
 
-    fn start(&self) -> (String, String) {
-        let (state, verifier) = (random(), random());
+    /// A new sign-in: its `state`, PKCE verifier, and the browser's cookie value.
+    fn start(&self) -> (String, String, String) {
+        let (state, verifier, browser) = (random(), random(), random());
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         pending.retain(|_, p| p.started.elapsed() < PENDING_FOR);
         if pending.len() >= PENDING_AT_MOST
@@ -106,15 +114,23 @@ impl Logins {
             state.clone(),
             Pending {
                 verifier: verifier.clone(),
+                browser: browser.clone(),
                 started: Instant::now(),
             },
         );
-        (state, verifier)
+        (state, verifier, browser)
     }
 
-    /// The verifier of sign-in `state`, which ends with this (a `state` is good once).
-    fn finish(&self, state: &str) -> Option<String> {
+    /// The verifier of sign-in `state` when `browser` began it, which ends the sign-in (a
+    /// `state` is good once). Another browser's try changes nothing.
+    fn finish(&self, state: &str, browser: Option<&str>) -> Option<String> {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let theirs = pending
+            .get(state)
+            .is_some_and(|p| Some(p.browser.as_str()) == browser);
+        if !theirs {
+            return None;
+        }
         pending
             .remove(state)
             .filter(|p| p.started.elapsed() < PENDING_FOR)
@@ -158,6 +174,10 @@ fn challenge(verifier: &str) -> String {
 }
 
 fn cookie(headers: &HeaderMap) -> Option<String> {
+    named_cookie(headers, COOKIE)
+}
+
+fn named_cookie(headers: &HeaderMap, wanted: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -165,7 +185,7 @@ fn cookie(headers: &HeaderMap) -> Option<String> {
         .flat_map(|v| v.split(';'))
         .find_map(|pair| {
             let (name, value) = pair.trim().split_once('=')?;
-            (name == COOKIE).then(|| value.to_owned())
+            (name == wanted).then(|| value.to_owned())
         })
 }
 
@@ -238,7 +258,7 @@ pub(crate) async fn login(State(gateway): State<Arc<Gateway>>) -> Response {
             "The authorization server's metadata names no authorization_endpoint.",
         );
     };
-    let (state, verifier) = oauth.logins.start();
+    let (state, verifier, browser) = oauth.logins.start();
     url.query_pairs_mut()
         .append_pair("response_type", "code")
         .append_pair("client_id", &client.client_id)
@@ -248,7 +268,19 @@ pub(crate) async fn login(State(gateway): State<Arc<Gateway>>) -> Response {
         .append_pair("code_challenge", &challenge(&verifier))
         .append_pair("code_challenge_method", "S256")
         .append_pair("resource", oauth.settings.resource.as_str());
-    (StatusCode::FOUND, [(header::LOCATION, url.to_string())]).into_response()
+    let secure = if oauth.secure() { "; Secure" } else { "" };
+    let cookie = format!(
+        "{LOGIN_COOKIE}={browser}; Path=/v1/auth; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
+        PENDING_FOR.as_secs()
+    );
+    (
+        StatusCode::FOUND,
+        [
+            (header::LOCATION, url.to_string()),
+            (header::SET_COOKIE, cookie),
+        ],
+    )
+        .into_response()
 }
 
 #[derive(Debug, Deserialize)]
@@ -268,6 +300,7 @@ struct TokenResponse {
 pub(crate) async fn callback(
     State(gateway): State<Arc<Gateway>>,
     Query(callback): Query<Callback>,
+    headers: HeaderMap,
 ) -> Response {
     let Some((oauth, client)) = gateway
         .oauth
@@ -283,14 +316,16 @@ pub(crate) async fn callback(
             &format!("The identity provider did not sign you in: {error} {why}"),
         );
     }
+    let browser = named_cookie(&headers, LOGIN_COOKIE);
     let verifier = callback
         .state
         .as_deref()
-        .and_then(|s| oauth.logins.finish(s));
+        .and_then(|s| oauth.logins.finish(s, browser.as_deref()));
     let (Some(code), Some(verifier)) = (callback.code, verifier) else {
         return page(
             StatusCode::BAD_REQUEST,
-            "This sign-in is not one this gateway started, or it took too long: sign in again.",
+            "This sign-in is not one this browser started here, or it took too long: sign in \
+             again.",
         );
     };
     let token = match exchange(oauth, client, &code, &verifier).await {
@@ -396,12 +431,20 @@ mod tests {
     }
 
     #[test]
-    fn a_state_is_good_once() {
+    fn a_state_is_good_once_and_only_in_the_browser_that_began_it() {
         let logins = Logins::default();
-        let (state, verifier) = logins.start();
-        assert_eq!(logins.finish(&state), Some(verifier));
-        assert_eq!(logins.finish(&state), None);
-        assert_eq!(logins.finish("made-up"), None);
+        let (state, verifier, browser) = logins.start();
+        assert_eq!(logins.finish(&state, Some(&browser)), Some(verifier));
+        assert_eq!(logins.finish(&state, Some(&browser)), None, "used");
+        assert_eq!(logins.finish("made-up", Some(&browser)), None);
+        let (state, verifier, browser) = logins.start();
+        assert_eq!(logins.finish(&state, Some("another browser")), None);
+        assert_eq!(logins.finish(&state, None), None, "no cookie");
+        assert_eq!(
+            logins.finish(&state, Some(&browser)),
+            Some(verifier),
+            "still its own"
+        );
     }
 
     #[test]

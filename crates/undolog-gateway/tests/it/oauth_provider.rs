@@ -35,6 +35,20 @@ async fn gateway_and_provider_with(flags: &[&str], oauth: &str) -> (TestGateway,
 /// A browser signed in to the dashboard as `person`: its cookie jar, and the CSRF token the
 /// dashboard's page would read.
 async fn sign_in(gw: &TestGateway, person: &str) -> (reqwest::Client, String) {
+    let (browser, callback) = signed_in_at_the_provider(gw, person).await;
+    let response = browser.get(callback.clone()).send().await.unwrap();
+    let page = response.text().await.unwrap();
+    assert!(page.contains("Signed in"), "{callback}: {page}");
+    let (_, me) = get(&browser, &format!("{}/v1/whoami", gw.base)).await;
+    (browser, me["csrf"].as_str().unwrap().to_owned())
+}
+
+/// A browser that began the dashboard's sign-in and signed in on the provider's page as
+/// `person`, and the callback URL the provider sent it back to (not followed yet).
+async fn signed_in_at_the_provider(
+    gw: &TestGateway,
+    person: &str,
+) -> (reqwest::Client, reqwest::Url) {
     let browser = reqwest::Client::builder()
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
@@ -48,23 +62,19 @@ async fn sign_in(gw: &TestGateway, person: &str) -> (reqwest::Client, String) {
     for _ in 0..10 {
         if let Some(location) = response.headers().get("location") {
             let next = response.url().join(location.to_str().unwrap()).unwrap();
+            if next.path() == "/v1/auth/callback" {
+                return (browser, next);
+            }
             response = browser.get(next).send().await.unwrap();
             continue;
         }
         let url = response.url().clone();
         let page = response.text().await.unwrap();
-        let Some(action) = page
+        let action = page
             .split("<form method=post action=\"")
             .nth(1)
             .and_then(|rest| rest.split('"').next())
-        else {
-            assert!(
-                url.path() == "/v1/auth/callback" && page.contains("Signed in"),
-                "{url}: {page}"
-            );
-            let (_, me) = get(&browser, &format!("{}/v1/whoami", gw.base)).await;
-            return (browser, me["csrf"].as_str().unwrap().to_owned());
-        };
+            .unwrap_or_else(|| panic!("{url}: no login form in {page}"));
         response = browser
             .post(url.join(action).unwrap())
             .header("content-type", "application/x-www-form-urlencoded")
@@ -73,7 +83,29 @@ async fn sign_in(gw: &TestGateway, person: &str) -> (reqwest::Client, String) {
             .await
             .unwrap();
     }
-    panic!("the sign-in of {person} did not end");
+    panic!("the sign-in of {person} did not come back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_ends_only_in_the_browser_that_began_it() {
+    let (gw, _provider) = gateway_and_provider().await;
+    // Alice signs in as herself and sends carol the link back to the gateway: carol's browser
+    // would be signed in as alice, and carol would act in the dashboard under alice's name.
+    let (alice, callback) = signed_in_at_the_provider(&gw, "alice").await;
+    let carol = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let response = carol.get(callback.clone()).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(response.headers().get("set-cookie").is_none());
+    let (status, _) = get(&carol, &format!("{}/v1/whoami", gw.base)).await;
+    assert_eq!(status, 401);
+    // The browser that began it still finishes it.
+    let response = alice.get(callback).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let (status, me) = get(&alice, &format!("{}/v1/whoami", gw.base)).await;
+    assert_eq!((status, &me["principal"]), (200, &json!("oauth:alice")));
 }
 
 /// The official Python SDK (2026-07-28) against `/mcp`, running its own OAuth flow as `person`.
