@@ -23,6 +23,7 @@ pub struct Gateway {
     pub(crate) tasks: crate::tasks::Tasks,
     /// The authorization server whose tokens it takes, when `[oauth]` is configured.
     pub(crate) oauth: Option<crate::oauth::OAuth>,
+    pub(crate) metrics: crate::metrics::Metrics,
 }
 
 impl Gateway {
@@ -67,6 +68,7 @@ impl Gateway {
         }
         let oauth = config.oauth.clone().map(crate::oauth::OAuth::new);
         Ok(Arc::new(Gateway {
+            metrics: crate::metrics::Metrics::default(),
             oauth,
             config,
             engine,
@@ -124,6 +126,9 @@ pub async fn serve_http(
     };
     gateway.start_executor(&name).await?;
     let cancel = tokio_util::sync::CancellationToken::new();
+    if let Some(at) = gateway.config.metrics_listen {
+        crate::metrics::listen(gateway.clone(), at, cancel.clone()).await?;
+    }
     let header_timeout = gateway.config.limits.header_timeout;
     let router = http::router(gateway, addr, cancel.clone());
     tracing::info!(%addr, "undolog gateway listening; MCP at http://{addr}/mcp");

@@ -204,21 +204,40 @@ impl Gateway {
     /// with the mutated arguments (signed, recorded and sent as mutated).
     pub(crate) async fn call_tool(
         self: &Arc<Self>,
-        mut call: ToolCall,
+        call: ToolCall,
         caller: &Caller,
     ) -> Result<Outcome, Error> {
-        let route = self
-            .upstreams
-            .tool(caller.era, &call.tool)
-            .await
-            .map_err(|unlisted| match unlisted.is_empty() {
-                true => Error::UnknownTool(call.tool.clone()),
-                false => Error::UpstreamUnavailable {
-                    tool: call.tool.clone(),
-                    upstreams: unlisted,
-                },
-            })?;
+        let started = std::time::Instant::now();
+        let route = match self.upstreams.tool(caller.era, &call.tool).await {
+            Ok(route) => route,
+            Err(unlisted) => {
+                let answer = Err(match unlisted.is_empty() {
+                    true => Error::UnknownTool(call.tool.clone()),
+                    false => Error::UpstreamUnavailable {
+                        tool: call.tool.clone(),
+                        upstreams: unlisted,
+                    },
+                });
+                self.metrics.call(None, None, &answer, started.elapsed());
+                return answer;
+            }
+        };
         let policy = self.classify(&call.tool, &route);
+        let (tool, tier) = (call.tool.clone(), policy.tier);
+        let answer = self.classified_call(call, caller, route, policy).await;
+        self.metrics
+            .call(Some(&tool), Some(tier), &answer, started.elapsed());
+        answer
+    }
+
+    /// [`Gateway::call_tool`] once the tool's upstream and policy are known.
+    async fn classified_call(
+        self: &Arc<Self>,
+        mut call: ToolCall,
+        caller: &Caller,
+        route: crate::upstream::Route<rmcp::model::Tool>,
+        policy: undolog_engine::ToolPolicy,
+    ) -> Result<Outcome, Error> {
         let (read_only, idempotent) = (policy.tier == Tier::ReadOnly, policy.idempotent);
         let task_support = self.task_support(&call.tool);
         if task_support == TaskSupport::Required && !caller.tasks && !caller.in_task {

@@ -18,6 +18,7 @@ pub mod fuzzing;
 mod http;
 mod interceptors;
 mod mcp;
+mod metrics;
 mod oauth;
 mod policy;
 mod results;

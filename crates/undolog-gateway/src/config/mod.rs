@@ -52,6 +52,8 @@ pub struct GatewayConfig {
     pub interceptors: Vec<InterceptorConfig>,
     /// Access tokens of an authorization server, beside API keys; `None`: API keys alone.
     pub oauth: Option<OAuthSettings>,
+    /// Where `/metrics` is served (Prometheus text format); `None`: nowhere.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// One `[[interceptors]]` entry, checked for shape; its `config` is checked against the
@@ -241,6 +243,7 @@ const ENV_KEYS: &[&str] = &[
     "http",
     "store_pool",
     "oauth",
+    "metrics",
 ];
 
 impl GatewayConfig {

@@ -34,6 +34,16 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub(crate) interceptors: Vec<RawInterceptor>,
     pub(crate) oauth: Option<RawOAuth>,
+    #[serde(default)]
+    pub(crate) metrics: RawMetrics,
+}
+
+/// `[metrics]`: Prometheus metrics on a listener of their own.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMetrics {
+    /// `IP:PORT` of `/metrics`; none: no metrics are served.
+    pub(crate) listen: Option<String>,
 }
 
 /// `[oauth]`: access tokens of an OAuth 2.1 authorization server, beside API keys.

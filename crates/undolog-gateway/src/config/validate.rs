@@ -140,8 +140,21 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         .collect::<Result<Vec<_>, _>>()?;
 
     let oauth = raw.oauth.map(super::oauth::oauth).transpose()?;
+    let metrics_listen = raw
+        .metrics
+        .listen
+        .map(|text| {
+            text.parse::<SocketAddr>().map_err(|_| {
+                Error::key(
+                    "metrics.listen",
+                    format!("{text:?} is not an address; write IP:PORT, such as 127.0.0.1:9464"),
+                )
+            })
+        })
+        .transpose()?;
 
     Ok(GatewayConfig {
+        metrics_listen,
         oauth,
         interceptors,
         listen,

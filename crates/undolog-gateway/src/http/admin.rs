@@ -143,12 +143,12 @@ pub(crate) async fn approve(
     let by = decider(&gateway, &principal, "approving a call")?;
     let id: ApprovalId = parse_id("approval", &id)?;
     let reason = decision.reason;
-    Ok(Json(
-        gateway
-            .engine
-            .approve(&principal.org, id, &by, reason)
-            .await?,
-    ))
+    let approved = gateway
+        .engine
+        .approve(&principal.org, id, &by, reason)
+        .await?;
+    gateway.metrics.decided(true);
+    Ok(Json(approved))
 }
 
 pub(crate) async fn deny(
@@ -165,9 +165,9 @@ pub(crate) async fn deny(
         .ok_or_else(|| {
             Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into())
         })?;
-    Ok(Json(
-        gateway.engine.deny(&principal.org, id, &by, reason).await?,
-    ))
+    let denied = gateway.engine.deny(&principal.org, id, &by, reason).await?;
+    gateway.metrics.decided(false);
+    Ok(Json(denied))
 }
 
 pub(crate) async fn effect(

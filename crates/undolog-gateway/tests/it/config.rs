@@ -18,6 +18,11 @@ fn each_mistake_names_its_key_and_the_fix() {
     for (toml, key, fix) in [
         ("listen = \"localhost\"", "`listen`", "IP:PORT"),
         (
+            "[metrics]\nlisten = \"9464\"",
+            "`metrics.listen`",
+            "IP:PORT",
+        ),
+        (
             "listen_addr = \"127.0.0.1:1\"",
             "listen_addr",
             "unknown field",

@@ -23,6 +23,7 @@ mod isolation;
 mod issuer;
 mod laundering;
 mod list_hints;
+mod metrics;
 mod oauth;
 mod oauth_provider;
 mod postgres;

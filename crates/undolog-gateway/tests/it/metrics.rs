@@ -1,0 +1,148 @@
+//! `/metrics` as an operator's Prometheus sees it: Debian's `prometheus` (installed by
+//! tests/fixtures/setup.sh) scrapes the gateway once a second, and its query API shows that an
+//! executed, a replayed and a held call, and a decision, each moved their own series;
+//! `promtool check metrics` finds nothing wrong with the exposition.
+
+use std::{process::Stdio, time::Duration};
+
+use serde_json::{Value, json};
+use tokio::{io::AsyncWriteExt, process::Command};
+
+use crate::harness::{TestGateway, spawn};
+
+async fn free_port() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// The value Prometheus holds for `query`, once it has one (within 30 s).
+async fn scraped(http: &reqwest::Client, prometheus: &str, query: &str) -> f64 {
+    let url =
+        reqwest::Url::parse_with_params(&format!("{prometheus}/api/v1/query"), [("query", query)])
+            .unwrap();
+    for _ in 0..300 {
+        let answer: Option<Value> = match http.get(url.clone()).send().await {
+            Ok(response) => response.json().await.ok(),
+            Err(_) => None, // not listening yet
+        };
+        let value = answer
+            .as_ref()
+            .and_then(|a| a["data"]["result"][0]["value"][1].as_str())
+            .and_then(|v| v.parse().ok());
+        if let Some(value) = value {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("Prometheus has no value for {query} within 30 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_prometheus_sees_a_replayed_and_a_held_call_move_their_series() {
+    let metrics_port = free_port().await;
+    let gw = TestGateway::start(&format!(
+        "[metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n"
+    ))
+    .await;
+    let transfer = json!({"from_account": "alice", "to_account": "bob", "amount": 7});
+    for _ in 0..2 {
+        let (status, answer) = gw
+            .rest_call(None, "m-1", "transfer", transfer.clone())
+            .await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let email = json!({"to": "ceo@example.com", "subject": "hi"});
+    let (status, held) = gw.rest_call(None, "m-1", "send_email", email).await;
+    assert_eq!(status, 202, "{held}");
+    let approve = format!(
+        "/v1/approvals/{}/approve",
+        held["approval_id"].as_str().unwrap()
+    );
+    let (status, decided) = gw.post(&approve, json!({})).await;
+    assert_eq!(status, 200, "{decided}");
+    let (status, _) = gw.rest_call(None, "m-1", "no_such_tool", json!({})).await;
+    assert_eq!(status, 404);
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: undolog\n    \
+             static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
+        ),
+    )
+    .unwrap();
+    let prometheus_port = free_port().await;
+    let _prometheus = spawn(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prometheus_port}"))
+            .arg("--log.level=warn"),
+    );
+    let prometheus = format!("http://127.0.0.1:{prometheus_port}");
+    let cases = [
+        (
+            r#"undolog_calls_total{tool="transfer",tier="compensable",outcome="executed"}"#,
+            1.0,
+        ),
+        (
+            r#"undolog_calls_total{tool="transfer",tier="compensable",outcome="replayed"}"#,
+            1.0,
+        ),
+        (
+            r#"undolog_calls_total{tool="send_email",tier="irreversible",outcome="awaiting_approval"}"#,
+            1.0,
+        ),
+        (
+            r#"undolog_calls_total{tool="unknown",tier="unknown",outcome="error"}"#,
+            1.0,
+        ),
+        (
+            r#"undolog_approval_decisions_total{decision="approved"}"#,
+            1.0,
+        ),
+        (r#"sum(undolog_call_duration_seconds_count)"#, 4.0),
+        (r#"up{job="undolog"}"#, 1.0),
+    ];
+    for (query, want) in cases {
+        assert_eq!(scraped(&gw.http, &prometheus, query).await, want, "{query}");
+    }
+
+    // What Prometheus read passes its own linter.
+    let text = gw
+        .http
+        .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!text.contains("m-1"), "no session in a label: {text}");
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package) is installed");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .await
+        .unwrap();
+    let checked = promtool.wait_with_output().await.unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool: {}{}\n{text}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
