@@ -147,6 +147,10 @@ impl OAuth {
         if verified.len() > CACHE_PRUNE_ABOVE {
             let now = Instant::now();
             verified.retain(|_, (_, until)| *until > now);
+            if verified.len() > CACHE_PRUNE_ABOVE {
+                // All still good: forget them; they are verified again on their next use.
+                verified.clear();
+            }
         }
         verified.insert(hash, (principal.clone(), expires_at));
         Ok(principal)
@@ -284,10 +288,11 @@ fn describe(error: &jsonwebtoken::errors::Error, settings: &OAuthSettings) -> St
     }
 }
 
-/// `text` fit for a quoted-string of a header: quotes and backslashes and controls dropped.
+/// `text` fit for a quoted-string of a header: printable ASCII only, quotes and backslashes
+/// dropped (a header value that is not ASCII would lose the whole challenge).
 fn quoted(text: &str) -> String {
     text.chars()
-        .filter(|c| !matches!(c, '"' | '\\') && !c.is_control())
+        .filter(|c| (' '..='~').contains(c) && !matches!(c, '"' | '\\'))
         .collect()
 }
 
@@ -303,5 +308,23 @@ pub(crate) async fn resource_metadata(State(gateway): State<std::sync::Arc<Gatew
             })),
         )
             .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quoted;
+
+    #[test]
+    fn a_description_in_a_challenge_is_printable_ascii_without_quotes() {
+        let cases = [
+            ("is for another resource", "is for another resource"),
+            ("names org \"acme\"", "names org acme"),
+            ("back\\slash, new\nline", "backslash, newline"),
+            ("org «Zürich»", "org Zrich"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(quoted(text), want, "{text:?}");
+        }
     }
 }
