@@ -412,8 +412,9 @@ fn query_token(request: &Request) -> Option<String> {
 }
 
 /// Whether requests need a key now, whether a person may sign in through the identity provider
-/// instead, and whether this browser is signed in so: the dashboard asks before it calls anything, so a person is asked for a key
-/// (or offered the sign-in) instead of seeing failed requests.
+/// instead, and whether this browser is signed in so. The dashboard asks before it calls
+/// anything, so a person is asked for a key (or offered the sign-in) instead of seeing failed
+/// requests.
 pub(crate) async fn mode(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
     let sign_in = gateway
         .oauth
