@@ -226,7 +226,7 @@ impl Gateway {
         let (tool, tier) = (call.tool.clone(), policy.tier);
         let answer = self.classified_call(call, caller, route, policy).await;
         self.metrics
-            .call(Some(&tool), Some(tier), &answer, started.elapsed());
+            .call(Some(tool), Some(tier), &answer, started.elapsed());
         answer
     }
 

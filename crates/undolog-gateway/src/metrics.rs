@@ -107,7 +107,7 @@ impl Metrics {
     /// `tier` (`None`: never classified).
     pub(crate) fn call(
         &self,
-        tool: Option<&str>,
+        tool: Option<String>,
         tier: Option<undolog_types::Tier>,
         answer: &Result<Outcome, Error>,
         took: Duration,
@@ -116,7 +116,7 @@ impl Metrics {
         let outcome = outcome(answer);
         self.calls
             .get_or_create(&CallLabels {
-                tool: tool.unwrap_or("unknown").to_owned(),
+                tool: tool.unwrap_or_else(|| "unknown".to_owned()),
                 tier,
                 outcome,
             })

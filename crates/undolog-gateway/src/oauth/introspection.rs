@@ -6,11 +6,10 @@
 
 use std::time::Duration;
 
-use axum::http::header;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Claims, OAuth, Refusal, invalid, keys::causes, now};
+use super::{Claims, OAuth, Refusal, invalid, now};
 use crate::config::IntrospectionClient;
 
 /// The longest an introspection answer stands for the token.
@@ -77,26 +76,13 @@ pub(super) async fn ask(
                 )
             })?,
     };
-    let form = url::form_urlencoded::Serializer::new(String::new())
-        .append_pair("token", token)
-        .append_pair("token_type_hint", "access_token")
-        .finish();
+    let pairs = [("token", token), ("token_type_hint", "access_token")];
+    let basic = (client.client_id.as_str(), client.client_secret.0.as_str());
     let response = oauth
         .keys
-        .http()
-        .post(endpoint.clone())
-        .basic_auth(&client.client_id, Some(&client.client_secret.0))
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .header(header::ACCEPT, "application/json")
-        .body(form)
-        .send()
+        .post_form(&endpoint, &pairs, Some(basic))
         .await
-        .map_err(|e| {
-            invalid(format!(
-                "could not be checked: {endpoint} cannot be reached ({})",
-                causes(&e)
-            ))
-        })?;
+        .map_err(|e| invalid(format!("could not be checked: {e}")))?;
     let status = response.status();
     if !status.is_success() {
         tracing::warn!(%endpoint, %status, "token introspection refused this gateway's client");

@@ -10,7 +10,10 @@ use jsonwebtoken::{
     Algorithm, DecodingKey,
     jwk::{JwkSet, PublicKeyUse},
 };
-use reqwest::Url;
+use reqwest::{
+    Url,
+    header::{ACCEPT, CONTENT_TYPE},
+};
 use serde::Deserialize;
 
 /// A key set is fetched again, whatever it holds, once it is this old.
@@ -76,8 +79,30 @@ impl KeySet {
         }
     }
 
-    pub(crate) fn http(&self) -> &reqwest::Client {
-        &self.http
+    /// POSTs `pairs` as a form to one of the authorization server's endpoints, as the client
+    /// `basic` (id and secret) when given; the response, or why none came.
+    pub(crate) async fn post_form(
+        &self,
+        endpoint: &Url,
+        pairs: &[(&str, &str)],
+        basic: Option<(&str, &str)>,
+    ) -> Result<reqwest::Response, String> {
+        let form = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs)
+            .finish();
+        let mut request = self
+            .http
+            .post(endpoint.clone())
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(ACCEPT, "application/json");
+        if let Some((id, secret)) = basic {
+            request = request.basic_auth(id, Some(secret));
+        }
+        request
+            .body(form)
+            .send()
+            .await
+            .map_err(|e| format!("{endpoint} cannot be reached ({})", causes(&e)))
     }
 
     /// The authorization server's metadata, read once (a failure is tried again next time).

@@ -28,8 +28,9 @@ use sha2::Digest;
 
 use crate::{Error, Gateway, Principal};
 
-/// The cookie that carries a dashboard session.
+/// The cookie that carries a dashboard session, and its attributes.
 pub(crate) const COOKIE: &str = "undolog_session";
+const SESSION_ATTRIBUTES: &str = "Path=/; SameSite=Strict";
 /// The cookie that ties a sign-in in progress to the browser that began it. SameSite=Lax: it must
 /// ride the navigation back from the identity provider.
 const LOGIN_COOKIE: &str = "undolog_sign_in";
@@ -199,8 +200,16 @@ impl super::OAuth {
         url.to_string()
     }
 
-    fn secure(&self) -> bool {
-        self.settings.resource.scheme() == "https"
+    /// A `Set-Cookie` value: HttpOnly always, Secure when the resource is https, `attributes`
+    /// (path, SameSite, lifetime) as given.
+    fn set_cookie(&self, name: &str, value: &str, attributes: &str) -> HeaderValue {
+        let secure = if self.settings.resource.scheme() == "https" {
+            "; Secure"
+        } else {
+            ""
+        };
+        HeaderValue::from_str(&format!("{name}={value}; HttpOnly; {attributes}{secure}"))
+            .expect("cookie values are base64url")
     }
 
     /// The scopes the dashboard asks for: every role's; the server grants what the person has.
@@ -234,13 +243,15 @@ fn sign_in_unavailable() -> Response {
     )
 }
 
+/// The resource server and the dashboard's client, when the dashboard's sign-in is configured.
+fn dashboard(gateway: &Gateway) -> Option<(&super::OAuth, &crate::config::DashboardClient)> {
+    let oauth = gateway.oauth.as_ref()?;
+    Some((oauth, oauth.settings.dashboard.as_ref()?))
+}
+
 /// `GET /v1/auth/login`: off to the authorization server's sign-in.
 pub(crate) async fn login(State(gateway): State<Arc<Gateway>>) -> Response {
-    let Some((oauth, client)) = gateway
-        .oauth
-        .as_ref()
-        .and_then(|o| Some((o, o.settings.dashboard.as_ref()?)))
-    else {
+    let Some((oauth, client)) = dashboard(&gateway) else {
         return sign_in_unavailable();
     };
     let endpoint = match oauth.keys.metadata().await {
@@ -268,19 +279,17 @@ pub(crate) async fn login(State(gateway): State<Arc<Gateway>>) -> Response {
         .append_pair("code_challenge", &challenge(&verifier))
         .append_pair("code_challenge_method", "S256")
         .append_pair("resource", oauth.settings.resource.as_str());
-    let secure = if oauth.secure() { "; Secure" } else { "" };
-    let cookie = format!(
-        "{LOGIN_COOKIE}={browser}; Path=/v1/auth; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
-        PENDING_FOR.as_secs()
+    let cookie = oauth.set_cookie(
+        LOGIN_COOKIE,
+        &browser,
+        &format!(
+            "Path=/v1/auth; SameSite=Lax; Max-Age={}",
+            PENDING_FOR.as_secs()
+        ),
     );
-    (
-        StatusCode::FOUND,
-        [
-            (header::LOCATION, url.to_string()),
-            (header::SET_COOKIE, cookie),
-        ],
-    )
-        .into_response()
+    let mut response = (StatusCode::FOUND, [(header::LOCATION, url.to_string())]).into_response();
+    response.headers_mut().insert(header::SET_COOKIE, cookie);
+    response
 }
 
 #[derive(Debug, Deserialize)]
@@ -302,11 +311,7 @@ pub(crate) async fn callback(
     Query(callback): Query<Callback>,
     headers: HeaderMap,
 ) -> Response {
-    let Some((oauth, client)) = gateway
-        .oauth
-        .as_ref()
-        .and_then(|o| Some((o, o.settings.dashboard.as_ref()?)))
-    else {
+    let Some((oauth, client)) = dashboard(&gateway) else {
         return sign_in_unavailable();
     };
     if let Some(error) = callback.error {
@@ -340,8 +345,7 @@ pub(crate) async fn callback(
     };
     tracing::info!(principal = %principal.actor(), org = %principal.org, role = %principal.role, "dashboard sign-in");
     let id = oauth.logins.open(principal, until);
-    let secure = if oauth.secure() { "; Secure" } else { "" };
-    let cookie = format!("{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict{secure}");
+    let cookie = oauth.set_cookie(COOKIE, &id, SESSION_ATTRIBUTES);
     // A page, not a redirect: the cookie is SameSite=Strict, and a navigation that began at the
     // identity provider would not send it. The page's own navigation is same-site.
     let mut response = Html(
@@ -349,9 +353,7 @@ pub(crate) async fn callback(
          <title>Signed in</title><p>Signed in. <a href=\"/\">Open the dashboard</a></p>",
     )
     .into_response();
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
-    }
+    response.headers_mut().insert(header::SET_COOKIE, cookie);
     response
 }
 
@@ -370,28 +372,19 @@ async fn exchange(
         .clone()
         .ok_or("the authorization server's metadata names no token_endpoint")?;
     let redirect_uri = oauth.redirect_uri();
-    let form = url::form_urlencoded::Serializer::new(String::new())
-        .append_pair("grant_type", "authorization_code")
-        .append_pair("code", code)
-        .append_pair("redirect_uri", &redirect_uri)
-        .append_pair("code_verifier", verifier)
-        .append_pair("client_id", &client.client_id)
-        .append_pair("resource", oauth.settings.resource.as_str())
-        .finish();
-    let mut request = oauth
-        .keys
-        .http()
-        .post(endpoint.clone())
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .header(header::ACCEPT, "application/json");
-    if let Some(secret) = &client.client_secret {
-        request = request.basic_auth(&client.client_id, Some(&secret.0));
-    }
-    let response = request
-        .body(form)
-        .send()
-        .await
-        .map_err(|e| format!("{endpoint} cannot be reached ({})", super::keys::causes(&e)))?;
+    let pairs = [
+        ("grant_type", "authorization_code"),
+        ("code", code),
+        ("redirect_uri", &redirect_uri),
+        ("code_verifier", verifier),
+        ("client_id", &client.client_id),
+        ("resource", oauth.settings.resource.as_str()),
+    ];
+    let basic = client
+        .client_secret
+        .as_ref()
+        .map(|secret| (client.client_id.as_str(), secret.0.as_str()));
+    let response = oauth.keys.post_form(&endpoint, &pairs, basic).await?;
     let status = response.status();
     if !status.is_success() {
         let body = response.text().await.unwrap_or_default();
@@ -406,15 +399,12 @@ async fn exchange(
 
 /// `POST /v1/auth/logout`: the session ends here and the cookie is cleared.
 pub(crate) async fn logout(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    if let Some(oauth) = &gateway.oauth {
-        oauth.logins.close(&headers);
-    }
-    let mut response = StatusCode::NO_CONTENT.into_response();
-    response.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("undolog_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
-    );
-    response
+    let Some(oauth) = &gateway.oauth else {
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    oauth.logins.close(&headers);
+    let cleared = oauth.set_cookie(COOKIE, "", &format!("{SESSION_ATTRIBUTES}; Max-Age=0"));
+    (StatusCode::NO_CONTENT, [(header::SET_COOKIE, cleared)]).into_response()
 }
 
 #[cfg(test)]

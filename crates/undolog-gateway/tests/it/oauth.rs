@@ -59,6 +59,31 @@ async fn answers(gw: &TestGateway, token: Option<&str>) -> [(u16, String); 2] {
     out.try_into().unwrap()
 }
 
+/// `base` with each of `changes` set, or removed where it is null.
+fn edited(mut base: Value, changes: Value) -> Value {
+    for (k, v) in changes.as_object().unwrap() {
+        match v {
+            Value::Null => drop(base.as_object_mut().unwrap().remove(k)),
+            v => base[k] = v.clone(),
+        }
+    }
+    base
+}
+
+/// Each `(what, token, status, challenge)`: both routes answer `token` with that status and a
+/// challenge that contains that text (and, when refused, where the metadata is).
+async fn answered_as_listed(gw: &TestGateway, cases: &[(&str, String, u16, &str)]) {
+    for (what, token, status, challenge) in cases {
+        for (got, header) in answers(gw, Some(token)).await {
+            assert_eq!(got, *status, "{what}: {header}");
+            assert!(header.contains(challenge), "{what}: {header}");
+            if *status != 200 {
+                assert!(header.contains("resource_metadata="), "{what}: {header}");
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_without_a_token_is_told_where_the_metadata_is_and_it_names_the_issuer() {
     let gw = TestGateway::with_tokens("").await;
@@ -100,16 +125,10 @@ async fn a_request_without_a_token_is_told_where_the_metadata_is_and_it_names_th
     }
     // Without [oauth] there is no such document, and no token is taken.
     let plain = TestGateway::start("").await;
-    let response = plain
-        .http
-        .get(format!(
-            "{}/.well-known/oauth-protected-resource",
-            plain.base
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 404);
+    let (status, _) = plain
+        .get_as(None, "/.well-known/oauth-protected-resource")
+        .await;
+    assert_eq!(status, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,16 +137,7 @@ async fn every_bad_token_is_refused_with_the_status_and_challenge_the_spec_gives
     let issuer = gw.issuer.as_ref().unwrap();
     let resource = gw.mcp_url();
     let good = || issuer.claims(&resource, "alice", "acme", "undolog:agent");
-    let with = |changes: Value| {
-        let mut claims = good();
-        for (k, v) in changes.as_object().unwrap() {
-            match v {
-                Value::Null => drop(claims.as_object_mut().unwrap().remove(k)),
-                v => claims[k] = v.clone(),
-            }
-        }
-        issuer.es256.sign(&claims)
-    };
+    let with = |changes: Value| issuer.es256.sign(&edited(good(), changes));
     let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
     let unsigned = format!(
         "{}.{}.",
@@ -202,15 +212,7 @@ async fn every_bad_token_is_refused_with_the_status_and_challenge_the_spec_gives
             "error=\"insufficient_scope\", scope=\"undolog:agent\"",
         ),
     ];
-    for (what, token, status, challenge) in &cases {
-        for (got, header) in answers(&gw, Some(token)).await {
-            assert_eq!(got, *status, "{what}: {header}");
-            assert!(header.contains(challenge), "{what}: {header}");
-            if *status != 200 {
-                assert!(header.contains("resource_metadata="), "{what}: {header}");
-            }
-        }
-    }
+    answered_as_listed(&gw, &cases).await;
     // What the good token proves, and the message a bad one gets.
     let (_, me) = gw
         .get_as(Some(&bearer(&issuer.rs256.sign(&good()))), "/v1/whoami")
@@ -384,19 +386,11 @@ async fn an_opaque_token_is_checked_by_introspection_as_a_jwt_is_by_its_signatur
     };
     let gw = gateway_with(INTROSPECTION_SECRET).await;
     let resource = gw.mcp_url();
-    let answer = |changes: Value| {
-        let mut answer = json!({
-            "active": true, "iss": issuer.url, "aud": resource, "sub": "olga", "org": "acme",
-            "scope": "undolog:approve", "exp": now() + 300, "token_type": "Bearer",
-        });
-        for (k, v) in changes.as_object().unwrap() {
-            match v {
-                Value::Null => drop(answer.as_object_mut().unwrap().remove(k)),
-                v => answer[k] = v.clone(),
-            }
-        }
-        issuer.opaque(answer)
-    };
+    let active = json!({
+        "active": true, "iss": issuer.url, "aud": resource, "sub": "olga", "org": "acme",
+        "scope": "undolog:approve", "exp": now() + 300, "token_type": "Bearer",
+    });
+    let answer = |changes: Value| issuer.opaque(edited(active.clone(), changes));
     const INVALID: &str = "error=\"invalid_token\"";
     let cases: Vec<(&str, String, u16, &str)> = vec![
         ("active", answer(json!({})), 200, ""),
@@ -445,12 +439,7 @@ async fn an_opaque_token_is_checked_by_introspection_as_a_jwt_is_by_its_signatur
             "error=\"insufficient_scope\"",
         ),
     ];
-    for (what, token, status, challenge) in &cases {
-        for (got, header) in answers(&gw, Some(token)).await {
-            assert_eq!(got, *status, "{what}: {header}");
-            assert!(header.contains(challenge), "{what}: {header}");
-        }
-    }
+    answered_as_listed(&gw, &cases).await;
     let (_, me) = gw.get_as(Some(&bearer(&cases[0].1)), "/v1/whoami").await;
     assert_eq!(
         (&me["principal"], &me["role"]),
