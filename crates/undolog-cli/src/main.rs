@@ -11,8 +11,18 @@ use clap::{Parser, Subcommand};
     about = "A durable effect log, replay, approvals and undo for AI agents' tool calls"
 )]
 struct Cli {
+    /// How log lines are written to stderr: `text` for people, `json` (one object per line,
+    /// with the call's session, effect and trace ids) for log collectors.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "UNDOLOG_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,15 +65,32 @@ fn log_filter() -> tracing_subscriber::EnvFilter {
     )
 }
 
+/// Logs to stderr in `format`. A call's lines carry the fields of its `call` span (tool,
+/// session, effect, trace id); arguments and results are never logged.
+fn start_logging(format: LogFormat) {
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(log_filter())
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(log_filter())
-        .with_writer(std::io::stderr)
-        .init();
+    let cli = Cli::parse();
+    start_logging(cli.log_format);
     undolog_engine::crash_points::from_env(); // nothing unless the fault suite built it in
-    match Cli::parse().command {
-        Command::Serve(args) => commands::serve::serve(args).await,
+    match cli.command {
+        Command::Serve(args) => {
+            commands::serve::serve(args, cli.log_format == LogFormat::Json).await
+        }
         Command::Stdio(source) => commands::serve::stdio(source).await,
         Command::Keys(command) => commands::keys::run(command).await,
         Command::DemoBank(args) => commands::demo_bank::run(args).await,

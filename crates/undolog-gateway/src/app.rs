@@ -24,6 +24,7 @@ pub struct Gateway {
     /// The authorization server whose tokens it takes, when `[oauth]` is configured.
     pub(crate) oauth: Option<crate::oauth::OAuth>,
     pub(crate) metrics: crate::metrics::Metrics,
+    pub(crate) traces: crate::traces::Traces,
 }
 
 impl Gateway {
@@ -67,7 +68,14 @@ impl Gateway {
             conn.relay.use_interceptors(interceptors.clone());
         }
         let oauth = config.oauth.clone().map(crate::oauth::OAuth::new);
+        // OpenTelemetry's name of the database system.
+        let system = match store.backend() {
+            "postgres" => "postgresql",
+            other => other,
+        };
+        let traces = crate::traces::Traces::start(config.traces.as_ref(), system)?;
         Ok(Arc::new(Gateway {
+            traces,
             metrics: crate::metrics::Metrics::default(),
             oauth,
             config,

@@ -3,6 +3,9 @@
 
 use std::{sync::Arc, time::Duration};
 
+use opentelemetry::{KeyValue, context::FutureExt as _};
+use tracing::Instrument as _;
+
 use rmcp::{
     ErrorData,
     model::{
@@ -26,6 +29,7 @@ use crate::{
     results,
     runs::CallSession,
     tasks::Start,
+    traces::{self, CallRequest},
     upstream::{Era, Requester, UpstreamError},
 };
 
@@ -196,6 +200,38 @@ pub(crate) enum Outcome {
     },
 }
 
+impl Outcome {
+    /// The effect that records the call, when one does.
+    fn effect_id(&self) -> Option<EffectId> {
+        match self {
+            Outcome::Executed { effect_id, .. }
+            | Outcome::Replayed { effect_id, .. }
+            | Outcome::Task { effect_id, .. }
+            | Outcome::AwaitingApproval { effect_id, .. }
+            | Outcome::UpstreamTask { effect_id, .. }
+            | Outcome::InDoubt { effect_id, .. }
+            | Outcome::InputRequired { effect_id, .. }
+            | Outcome::Refused { effect_id, .. }
+            | Outcome::Failed { effect_id, .. } => Some(*effect_id),
+            Outcome::Rejected { effect_id, .. } => *effect_id,
+        }
+    }
+}
+
+/// The protocol revision of the client's request: its `_meta` says it (2026-07-28), or its
+/// session negotiated it.
+fn protocol_version(call: &ToolCall, caller: &Caller) -> Option<String> {
+    let stated = call
+        .meta
+        .as_ref()
+        .and_then(RequestMetaObject::protocol_version);
+    let negotiated = || {
+        let requester = caller.requester.as_ref()?;
+        Some(requester.peer.peer_info()?.protocol_version.clone())
+    };
+    stated.or_else(negotiated).map(|v| v.to_string())
+}
+
 impl Gateway {
     /// Runs one tool call through the engine.
     ///
@@ -208,26 +244,83 @@ impl Gateway {
         caller: &Caller,
     ) -> Result<Outcome, Error> {
         let started = std::time::Instant::now();
+        let trace = self.traces.tool_call(&CallRequest {
+            tool: &call.tool,
+            meta: call.meta.as_ref(),
+            protocol_version: protocol_version(&call, caller),
+            request_id: caller.requester.as_ref().map(|r| r.request.to_string()),
+        });
+        let span = tracing::info_span!(
+            "call",
+            tool = %call.tool,
+            session = tracing::field::Empty,
+            effect = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
+        );
+        if let Some(id) = traces::trace_id(&trace) {
+            span.record("trace_id", id);
+        }
+        let tool = call.tool.clone();
+        let (tier, answer) = self
+            .routed_call(call, caller)
+            .with_context(trace.clone())
+            .instrument(span.clone())
+            .await;
+        let took = started.elapsed();
+        let outcome = crate::metrics::outcome(&answer);
+        let effect = match &answer {
+            Ok(done) => done.effect_id(),
+            Err(e) => e.effect_id(),
+        };
+        if let Some(effect) = effect {
+            span.record("effect", effect.to_string());
+        }
+        span.in_scope(|| tracing::debug!(outcome, ms = took.as_millis() as u64, "tool call"));
+        let failure = match &answer {
+            Ok(Outcome::Failed { .. }) => Some("tool_error"),
+            Ok(Outcome::InDoubt { .. }) => Some("in_doubt"),
+            Ok(Outcome::Rejected { .. }) => Some("rejected"),
+            Ok(Outcome::Refused { .. }) => Some("upstream_error"),
+            Ok(_) => None,
+            Err(e) => Some(e.code()),
+        };
+        let mut attributes = vec![KeyValue::new("undolog.outcome", outcome)];
+        if let Some(effect) = effect {
+            attributes.push(KeyValue::new("undolog.effect.id", effect.to_string()));
+        }
+        traces::end_call(&trace, failure, attributes);
+        // The catalog's tool names alone are labels: `tier` is known only for them.
+        let tool = tier.map(|_| tool);
+        self.metrics.call(tool, tier, &answer, took);
+        answer
+    }
+
+    /// [`Gateway::call_tool`] once traced: the tool's upstream, its tier (when it has one) and
+    /// how the call went.
+    async fn routed_call(
+        self: &Arc<Self>,
+        call: ToolCall,
+        caller: &Caller,
+    ) -> (Option<Tier>, Result<Outcome, Error>) {
         let route = match self.upstreams.tool(caller.era, &call.tool).await {
             Ok(route) => route,
             Err(unlisted) => {
-                let answer = Err(match unlisted.is_empty() {
+                let error = match unlisted.is_empty() {
                     true => Error::UnknownTool(call.tool.clone()),
                     false => Error::UpstreamUnavailable {
                         tool: call.tool.clone(),
                         upstreams: unlisted,
                     },
-                });
-                self.metrics.call(None, None, &answer, started.elapsed());
-                return answer;
+                };
+                return (None, Err(error));
             }
         };
         let policy = self.classify(&call.tool, &route);
-        let (tool, tier) = (call.tool.clone(), policy.tier);
-        let answer = self.classified_call(call, caller, route, policy).await;
-        self.metrics
-            .call(Some(tool), Some(tier), &answer, started.elapsed());
-        answer
+        let tier = policy.tier;
+        (
+            Some(tier),
+            self.classified_call(call, caller, route, policy).await,
+        )
     }
 
     /// [`Gateway::call_tool`] once the tool's upstream and policy are known.
@@ -245,12 +338,12 @@ impl Gateway {
         }
         let as_task = caller.tasks && !caller.in_task;
         let session = self.join(&call.session).await?;
+        tracing::Span::current().record("session", session.as_str());
         let context = interceptors::context(&call.org, &session, call.meta.as_ref());
-        let request_record = match self
+        let request = self
             .interceptors
-            .tool_request(&call.tool, &call.args, &context)
-            .await
-        {
+            .tool_request(&call.tool, &call.args, &context);
+        let request_record = match self.traces.interceptors("request", request).await {
             RequestVerdict::Pass { args, record } => {
                 call.args = args;
                 record
@@ -264,10 +357,10 @@ impl Gateway {
                 let rejected = call.to_engine(&session, policy);
                 let mut verdicts = serde_json::json!({ "request": record });
                 redact_value(&mut verdicts);
-                let effect_id = self
-                    .engine
-                    .reject(&rejected, error.message.to_string(), Some(verdicts))
-                    .await?;
+                let reject =
+                    self.engine
+                        .reject(&rejected, error.message.to_string(), Some(verdicts));
+                let effect_id = self.traces.store("reject", reject).await?;
                 return Err(Error::Intercepted { effect_id, error });
             }
         };
@@ -296,7 +389,8 @@ impl Gateway {
         }
         let mut waited_for_approval = false;
         loop {
-            let decision = self.intercept(&engine_call, &call, caller).await?;
+            let intercept = self.intercept(&engine_call, &call, caller);
+            let decision = self.traces.store("intercept", intercept).await?;
             match decision {
                 Intercept::Execute { effect_id, .. }
                     if as_task && task_support != TaskSupport::Never =>
@@ -347,7 +441,8 @@ impl Gateway {
                 }
                 Intercept::Replay { effect_id, result } => {
                     // The recorded answer goes through the response phase like a fresh one.
-                    let result = match self.interceptors.tool_response(&result, &context).await {
+                    let response = self.interceptors.tool_response(&result, &context);
+                    let result = match self.traces.interceptors("response", response).await {
                         ResponseVerdict::Pass { result, .. } => result,
                         ResponseVerdict::Blocked { error, .. } => {
                             return Err(Error::Intercepted {
@@ -538,6 +633,8 @@ impl Gateway {
             params.input_responses = round.responses.clone();
             params.request_state = round.state.clone();
         }
+        let traced =
+            (self.traces).upstream_call(upstream_name, &conn.config.name, &mut params.meta);
         let ticket = caller
             .requester
             .clone()
@@ -569,6 +666,17 @@ impl Gateway {
             tracing::info!(%effect_id, error = %e, "answer lost; the idempotent call is sent once more");
             answer = send().await;
         }
+        if let Some(cx) = traced {
+            let failure = match &answer {
+                Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => {
+                    Some("tool_error")
+                }
+                Ok(_) => None,
+                Err(UpstreamError::Refused { .. }) => Some("upstream_error"),
+                Err(_) => Some("upstream_unavailable"),
+            };
+            traces::end_call(&cx, failure, Vec::new());
+        }
         let failed = |error: String, result: Option<Value>| Outcome::Failed {
             effect_id,
             error,
@@ -579,7 +687,8 @@ impl Gateway {
         let outcome = match answer {
             Ok(ServerResult::CallToolResult(result)) => {
                 let result = results::stored(&result);
-                answered = match self.interceptors.tool_response(&result, context).await {
+                let response = self.interceptors.tool_response(&result, context);
+                answered = match self.traces.interceptors("response", response).await {
                     ResponseVerdict::Pass { result, record } => {
                         response_record = record;
                         Some(result)
@@ -663,14 +772,14 @@ impl Gateway {
                 return Ok(refused);
             }
         } else {
-            let recorded = record_outcome(
+            let record = record_outcome(
                 &self.engine,
                 &call.org,
                 effect_id,
                 &outcome,
                 verdicts.clone(),
-            )
-            .await;
+            );
+            let recorded = self.traces.store("record_outcome", record).await;
             // The tool has run (or failed) upstream: if the log cannot take the outcome, say so
             // plainly, and keep trying to record it (the store may be back in a moment); until
             // then the effect is pending, and in doubt for an operator once its lease ends.
@@ -761,10 +870,8 @@ impl Gateway {
         read: ReadOutcome,
         verdicts: Option<Value>,
     ) -> Result<Option<Outcome>, Error> {
-        let refused = self
-            .engine
-            .record_read(call.clone(), effect_id, started, read, verdicts)
-            .await?;
+        let record = (self.engine).record_read(call.clone(), effect_id, started, read, verdicts);
+        let refused = self.traces.store("record_read", record).await?;
         Ok(refused.map(|reason| Outcome::Rejected {
             effect_id: None,
             message: reason.message(),

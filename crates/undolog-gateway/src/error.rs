@@ -146,7 +146,7 @@ impl Error {
     }
 
     /// The effect the error is about, when one was recorded: every error body names it.
-    fn effect_id(&self) -> Option<undolog_types::EffectId> {
+    pub(crate) fn effect_id(&self) -> Option<undolog_types::EffectId> {
         match self {
             Error::CallFailed { effect_id, .. }
             | Error::OutcomeNotRecorded { effect_id, .. }

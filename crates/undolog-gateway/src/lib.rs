@@ -25,6 +25,7 @@ mod results;
 mod runs;
 mod tasks;
 mod template;
+mod traces;
 mod upstream;
 
 pub use app::{Gateway, serve_http, serve_stdio};

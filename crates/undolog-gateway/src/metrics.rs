@@ -86,8 +86,8 @@ impl Default for Metrics {
     }
 }
 
-/// The outcome label of a call's answer.
-fn outcome(answer: &Result<Outcome, Error>) -> &'static str {
+/// The outcome label of a call's answer (also its trace's `undolog.outcome`).
+pub(crate) fn outcome(answer: &Result<Outcome, Error>) -> &'static str {
     match answer {
         Ok(Outcome::Executed { .. }) => "executed",
         Ok(Outcome::Replayed { .. }) => "replayed",

@@ -35,17 +35,34 @@ impl Source {
     }
 }
 
-pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+/// Tells the person (or log collector) watching stderr: a plain line, or with `json` a log
+/// object like the others, whatever the log filter says.
+fn announce(json: bool, message: &str) {
+    if json {
+        let line = serde_json::json!({
+            "timestamp": undolog_types::Timestamp::now().to_string(),
+            "level": "INFO",
+            "target": "undolog",
+            "message": message,
+        });
+        eprintln!("{line}");
+    } else {
+        eprintln!("undolog: {message}");
+    }
+}
+
+pub(crate) async fn serve(args: ServeArgs, json_logs: bool) -> anyhow::Result<()> {
     let config = args.source.load(args.listen)?;
     let listen = config.listen;
     let gateway = Gateway::build(config).await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}; is another program using it?"))?;
-    eprintln!(
-        "undolog: MCP at http://{listen}/mcp — admin API at http://{listen}/v1, events at /events"
+    announce(
+        json_logs,
+        &format!("MCP at http://{listen}/mcp — admin API at http://{listen}/v1, events at /events"),
     );
-    undolog_gateway::serve_http(gateway, listener, shutdown_signal()).await?;
+    undolog_gateway::serve_http(gateway, listener, shutdown_signal(json_logs)).await?;
     Ok(())
 }
 
@@ -56,7 +73,7 @@ pub(crate) async fn stdio(source: Source) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
+async fn shutdown_signal(json_logs: bool) {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -67,5 +84,5 @@ async fn shutdown_signal() {
         }
     };
     tokio::select! { () = ctrl_c => {}, () = terminate => {} }
-    eprintln!("undolog: shutting down");
+    announce(json_logs, "shutting down");
 }

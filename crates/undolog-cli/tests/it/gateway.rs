@@ -222,3 +222,64 @@ fn a_stdio_client_spawns_undolog_stdio_and_calls_tools_through_it() {
         answer(3)["structuredContent"]
     );
 }
+
+#[test]
+fn json_logs_are_one_object_per_line_with_the_calls_ids_and_never_its_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let log = std::fs::File::create(dir.path().join("log.jsonl")).unwrap();
+    let gateway = Killed(
+        Command::new(env!("CARGO_BIN_EXE_undolog"))
+            .args(["serve", "--log-format", "json", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--store")
+            .arg(format!("sqlite://{}", dir.path().join("u.db").display()))
+            .env("UNDOLOG_LOG", "debug")
+            .current_dir(dir.path())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    wait_healthy(&base);
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let body = r#"{"name": "transfer", "arguments": {"from_account": "alice", "to_account": "secret-account-7731", "amount": 5}}"#;
+    let answer = curl_json(&[
+        "-X",
+        "POST",
+        "-H",
+        "X-UndoLog-Session-Id: logs-1",
+        "-H",
+        &format!("traceparent: 00-{trace}-00f067aa0ba902b7-01"),
+        "-d",
+        body,
+        &format!("{base}/mcp/tool_call"),
+    ]);
+    assert_eq!(answer["outcome"], "executed", "{answer}");
+    let effect = answer["effect_id"].as_str().unwrap().to_owned();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(gateway);
+
+    let text = std::fs::read_to_string(dir.path().join("log.jsonl")).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not one JSON object: {l}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["level"].is_string() && l["timestamp"].is_string())
+    );
+    let call = lines
+        .iter()
+        .find(|l| l["message"] == "tool call")
+        .unwrap_or_else(|| panic!("no line for the call: {text}"));
+    assert_eq!(call["outcome"], "executed", "{call}");
+    assert_eq!(call["span"]["session"], "logs-1", "{call}");
+    assert_eq!(call["span"]["effect"], effect.as_str(), "{call}");
+    assert_eq!(call["span"]["trace_id"], trace, "{call}");
+    assert!(
+        !text.contains("secret-account-7731"),
+        "an argument was logged"
+    );
+}

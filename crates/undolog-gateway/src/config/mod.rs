@@ -54,6 +54,17 @@ pub struct GatewayConfig {
     pub oauth: Option<OAuthSettings>,
     /// Where `/metrics` is served (Prometheus text format); `None`: nowhere.
     pub metrics_listen: Option<SocketAddr>,
+    /// Where spans are exported (OTLP/HTTP); `None`: no traces.
+    pub traces: Option<TraceSettings>,
+}
+
+/// `[traces]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceSettings {
+    /// The full OTLP/HTTP traces URL (the configured base and `/v1/traces`).
+    pub endpoint: String,
+    pub service_name: String,
+    pub export_every: Duration,
 }
 
 /// One `[[interceptors]]` entry, checked for shape; its `config` is checked against the
@@ -244,6 +255,7 @@ const ENV_KEYS: &[&str] = &[
     "store_pool",
     "oauth",
     "metrics",
+    "traces",
 ];
 
 impl GatewayConfig {

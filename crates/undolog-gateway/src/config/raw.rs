@@ -36,6 +36,19 @@ pub(crate) struct RawConfig {
     pub(crate) oauth: Option<RawOAuth>,
     #[serde(default)]
     pub(crate) metrics: RawMetrics,
+    pub(crate) traces: Option<RawTraces>,
+}
+
+/// `[traces]`: OpenTelemetry spans of every tool call, exported over OTLP/HTTP.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTraces {
+    /// The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`); spans go to `/v1/traces`.
+    pub(crate) otlp_endpoint: Option<String>,
+    /// `service.name` of the spans (default `undolog`).
+    pub(crate) service_name: Option<String>,
+    /// How often finished spans are sent, in milliseconds (default 1000).
+    pub(crate) export_every_ms: Option<u64>,
 }
 
 /// `[metrics]`: Prometheus metrics on a listener of their own.

@@ -153,7 +153,10 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         })
         .transpose()?;
 
+    let traces = raw.traces.map(traces).transpose()?;
+
     Ok(GatewayConfig {
+        traces,
         metrics_listen,
         oauth,
         interceptors,
@@ -508,4 +511,35 @@ fn demo_tools() -> BTreeMap<String, ToolSettings> {
             },
         ),
     ])
+}
+
+/// `[traces]`: an `http(s)://` collector base URL is required once the table is there.
+fn traces(raw: super::raw::RawTraces) -> Result<super::TraceSettings, Error> {
+    let base = raw.otlp_endpoint.ok_or_else(|| {
+        Error::key(
+            "traces.otlp_endpoint",
+            "missing: name the collector's OTLP/HTTP address, such as http://127.0.0.1:4318",
+        )
+    })?;
+    let parsed = url::Url::parse(&base).ok().filter(|u| {
+        matches!(u.scheme(), "http" | "https") && u.host().is_some() && u.query().is_none()
+    });
+    if parsed.is_none() {
+        return Err(Error::key(
+            "traces.otlp_endpoint",
+            format!("{base:?} is not an http(s) URL; write one such as http://127.0.0.1:4318"),
+        ));
+    }
+    let export_every = Duration::from_millis(raw.export_every_ms.unwrap_or(1000));
+    if export_every.is_zero() {
+        return Err(Error::key(
+            "traces.export_every_ms",
+            "must be above 0 (1000 is the default)",
+        ));
+    }
+    Ok(super::TraceSettings {
+        endpoint: format!("{}/v1/traces", base.trim_end_matches('/')),
+        service_name: raw.service_name.unwrap_or_else(|| "undolog".to_owned()),
+        export_every,
+    })
 }

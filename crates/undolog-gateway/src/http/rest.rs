@@ -51,7 +51,7 @@ pub(crate) async fn tool_call(
             .map_err(|e| Error::BadRequest(format!("arguments: {e}")))?,
         idempotency_key: header(&headers, "idempotency-key").map(str::to_owned),
         step: None,
-        meta: None,
+        meta: trace_context(&headers),
         round: None,
         wait: None,
     };
@@ -61,6 +61,20 @@ pub(crate) async fn tool_call(
     };
     let outcome = gateway.call_tool(call, &caller).await?;
     Ok(respond(&outcome))
+}
+
+/// The W3C trace context of the HTTP request (`traceparent`, `tracestate`), carried as MCP
+/// carries it: in the call's `_meta`.
+fn trace_context(headers: &HeaderMap) -> Option<rmcp::model::RequestMetaObject> {
+    let mut meta = rmcp::model::RequestMetaObject::new();
+    for name in ["traceparent", "tracestate"] {
+        if let Some(value) = header(headers, name) {
+            meta.0
+                .0
+                .insert(name.to_owned(), Value::String(value.to_owned()));
+        }
+    }
+    (!meta.0.0.is_empty()).then_some(meta)
 }
 
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {

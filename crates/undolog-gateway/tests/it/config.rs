@@ -23,6 +23,21 @@ fn each_mistake_names_its_key_and_the_fix() {
             "IP:PORT",
         ),
         (
+            "[traces]\nservice_name = \"gw\"",
+            "`traces.otlp_endpoint`",
+            "http://127.0.0.1:4318",
+        ),
+        (
+            "[traces]\notlp_endpoint = \"127.0.0.1:4318\"",
+            "`traces.otlp_endpoint`",
+            "not an http(s) URL",
+        ),
+        (
+            "[traces]\notlp_endpoint = \"http://c:4318\"\nexport_every_ms = 0",
+            "`traces.export_every_ms`",
+            "above 0",
+        ),
+        (
             "listen_addr = \"127.0.0.1:1\"",
             "listen_addr",
             "unknown field",

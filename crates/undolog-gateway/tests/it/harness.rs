@@ -80,12 +80,18 @@ pub(crate) struct Bank {
 
 impl Bank {
     pub(crate) async fn start() -> Bank {
+        Bank::start_with(&[]).await
+    }
+
+    /// The same with more of `bank_server.py`'s flags (`--log-requests FILE`...).
+    pub(crate) async fn start_with(flags: &[&std::ffi::OsStr]) -> Bank {
         let dir = tempfile::tempdir().unwrap();
         let mut child = spawn(
             Command::new(python("mcp2"))
                 .arg(fixture("bank_server.py"))
                 .args(["--http", "0", "--state"])
-                .arg(dir.path().join("bank.json")),
+                .arg(dir.path().join("bank.json"))
+                .args(flags),
         );
         let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
         let ready = first_line(&mut out).await;

@@ -35,6 +35,7 @@ mod secrets;
 mod semantics;
 mod subscriptions;
 mod tasks;
+mod traces;
 mod undo_once;
 mod undo_steps;
 mod upstream_tasks;

@@ -1,0 +1,235 @@
+//! OpenTelemetry traces of tool calls, exported over OTLP/HTTP when `[traces]` is configured.
+//!
+//! Spans follow the OpenTelemetry semantic conventions for MCP: a server span
+//! `tools/call {tool}` per call, whose parent is the client's trace (`traceparent` and
+//! `tracestate` in the request's `params._meta`), with children for the interceptor chain, the
+//! store and the upstream call; the upstream request carries the upstream span's `traceparent`
+//! in its own `_meta`. One tracer provider per gateway (no global one), so gateways in one
+//! process export apart. Spans are sent in the background by the SDK's batch processor: a dead
+//! collector drops spans, never slows a call.
+//!
+//! The span context travels with the call's future ([`FutureExt::with_context`]), so code on
+//! the call's path starts children from [`Context::current`] without passing it around.
+
+use std::{borrow::Cow, collections::HashMap, future::Future};
+
+use opentelemetry::{
+    Context, KeyValue,
+    context::FutureExt,
+    propagation::TextMapPropagator,
+    trace::{SpanKind, Status, TraceContextExt, Tracer, TracerProvider as _},
+};
+use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_sdk::{
+    Resource,
+    propagation::TraceContextPropagator,
+    trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider},
+};
+use rmcp::model::RequestMetaObject;
+use serde_json::Value;
+
+use crate::{Error, config::TraceSettings};
+
+/// The gateway's tracer; does nothing when traces are not configured.
+#[derive(Debug, Default)]
+pub(crate) struct Traces {
+    exporting: Option<(SdkTracerProvider, SdkTracer)>,
+    /// `db.system.name` of the store's spans.
+    store_system: &'static str,
+}
+
+/// What the server span of one `tools/call` says about the request.
+#[derive(Debug)]
+pub(crate) struct CallRequest<'a> {
+    pub(crate) tool: &'a str,
+    pub(crate) meta: Option<&'a RequestMetaObject>,
+    pub(crate) protocol_version: Option<String>,
+    pub(crate) request_id: Option<String>,
+}
+
+impl Traces {
+    /// The exporter of `settings`, or a tracer that does nothing.
+    pub(crate) fn start(
+        settings: Option<&TraceSettings>,
+        store_system: &'static str,
+    ) -> Result<Traces, Error> {
+        let Some(settings) = settings else {
+            return Ok(Traces {
+                exporting: None,
+                store_system,
+            });
+        };
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(&settings.endpoint)
+            .build()
+            .map_err(|e| {
+                Error::Startup(format!(
+                    "`traces.otlp_endpoint`: the OTLP exporter cannot be built: {e}"
+                ))
+            })?;
+        let batches = BatchConfigBuilder::default()
+            .with_scheduled_delay(settings.export_every)
+            .build();
+        let processor = BatchSpanProcessor::builder(exporter)
+            .with_batch_config(batches)
+            .build();
+        let resource = Resource::builder()
+            .with_service_name(settings.service_name.clone())
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(processor)
+            .with_resource(resource)
+            .build();
+        let tracer = provider.tracer("undolog");
+        Ok(Traces {
+            exporting: Some((provider, tracer)),
+            store_system,
+        })
+    }
+
+    /// The server span of a tool call, as a context whose parent is the client's trace when its
+    /// `_meta` names one. Without traces: the client's trace alone (for the log's trace id).
+    pub(crate) fn tool_call(&self, request: &CallRequest<'_>) -> Context {
+        let parent = request
+            .meta
+            .map(|meta| TraceContextPropagator::new().extract(&MetaCarrier(&meta.0.0)))
+            .unwrap_or_default();
+        let Some((_, tracer)) = &self.exporting else {
+            return parent;
+        };
+        let mut attributes = vec![
+            KeyValue::new("mcp.method.name", "tools/call"),
+            KeyValue::new("gen_ai.tool.name", request.tool.to_owned()),
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+        ];
+        if let Some(version) = &request.protocol_version {
+            attributes.push(KeyValue::new("mcp.protocol.version", version.clone()));
+        }
+        if let Some(id) = &request.request_id {
+            attributes.push(KeyValue::new("jsonrpc.request.id", id.clone()));
+        }
+        let span = tracer
+            .span_builder(format!("tools/call {}", request.tool))
+            .with_kind(SpanKind::Server)
+            .with_attributes(attributes)
+            .start_with_context(tracer, &parent);
+        parent.with_span(span)
+    }
+
+    /// Runs `work` in a child span of the current one, named `name`.
+    pub(crate) async fn in_span<T>(
+        &self,
+        name: impl Into<Cow<'static, str>>,
+        attributes: Vec<KeyValue>,
+        work: impl Future<Output = T>,
+    ) -> T {
+        match self.child(name, SpanKind::Internal, attributes) {
+            Some(cx) => {
+                let answer = work.with_context(cx.clone()).await;
+                cx.span().end();
+                answer
+            }
+            None => work.await,
+        }
+    }
+
+    /// Runs one engine operation (a store transaction) in a span of its own.
+    pub(crate) async fn store<T>(
+        &self,
+        operation: &'static str,
+        work: impl Future<Output = T>,
+    ) -> T {
+        let attributes = vec![
+            KeyValue::new("db.system.name", self.store_system),
+            KeyValue::new("db.operation.name", operation),
+        ];
+        self.in_span(format!("store {operation}"), attributes, work)
+            .await
+    }
+
+    /// Runs the interceptor chain of one phase (`request`, `response`) in a span of its own.
+    pub(crate) async fn interceptors<T>(
+        &self,
+        phase: &'static str,
+        work: impl Future<Output = T>,
+    ) -> T {
+        let attributes = vec![
+            KeyValue::new("mcp.method.name", "tools/call"),
+            KeyValue::new("undolog.interceptors.phase", phase),
+        ];
+        self.in_span(format!("interceptors {phase}"), attributes, work)
+            .await
+    }
+
+    /// The client span of the call sent upstream, its `traceparent` written into `meta`.
+    pub(crate) fn upstream_call(
+        &self,
+        upstream_tool: &str,
+        upstream: &str,
+        meta: &mut Option<RequestMetaObject>,
+    ) -> Option<Context> {
+        let attributes = vec![
+            KeyValue::new("mcp.method.name", "tools/call"),
+            KeyValue::new("gen_ai.tool.name", upstream_tool.to_owned()),
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("undolog.upstream", upstream.to_owned()),
+        ];
+        let name = format!("tools/call {upstream_tool}");
+        let cx = self.child(name, SpanKind::Client, attributes)?;
+        let mut fields = HashMap::new();
+        TraceContextPropagator::new().inject_context(&cx, &mut fields);
+        let meta = meta.get_or_insert_with(RequestMetaObject::default);
+        for (key, value) in fields {
+            meta.0.0.insert(key, Value::String(value));
+        }
+        Some(cx)
+    }
+
+    fn child(
+        &self,
+        name: impl Into<Cow<'static, str>>,
+        kind: SpanKind,
+        attributes: Vec<KeyValue>,
+    ) -> Option<Context> {
+        let (_, tracer) = self.exporting.as_ref()?;
+        let parent = Context::current();
+        let span = tracer
+            .span_builder(name)
+            .with_kind(kind)
+            .with_attributes(attributes)
+            .start_with_context(tracer, &parent);
+        Some(parent.with_span(span))
+    }
+}
+
+/// Ends a call's span: `error.type` names how it failed, `tool_error` when the tool said so.
+pub(crate) fn end_call(cx: &Context, failure: Option<&'static str>, attributes: Vec<KeyValue>) {
+    let span = cx.span();
+    span.set_attributes(attributes);
+    if let Some(kind) = failure {
+        span.set_attribute(KeyValue::new("error.type", kind));
+        span.set_status(Status::error(kind));
+    }
+    span.end();
+}
+
+/// The trace id of `cx`, when it belongs to a trace (the log lines of a call carry it).
+pub(crate) fn trace_id(cx: &Context) -> Option<String> {
+    let span = cx.span();
+    let context = span.span_context();
+    context.is_valid().then(|| context.trace_id().to_string())
+}
+
+/// A request's `_meta` as the carrier of W3C trace context.
+struct MetaCarrier<'a>(&'a serde_json::Map<String, Value>);
+
+impl opentelemetry::propagation::Extractor for MetaCarrier<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(Value::as_str)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
