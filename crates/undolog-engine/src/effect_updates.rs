@@ -73,6 +73,7 @@ impl Engine {
     }
 
     async fn run_round(&self, org: &OrgId, mut round: Vec<Update>) {
+        self.batched(round.len());
         if round.len() == 1 {
             return self.run_alone(round.remove(0)).await;
         }

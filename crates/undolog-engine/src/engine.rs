@@ -47,6 +47,24 @@ pub(crate) struct Inner {
     pub(crate) runs: crate::sessions::RunCache,
     /// Whether the store took this executor's last heartbeat (see `executor`).
     pub(crate) health: std::sync::Mutex<crate::Health>,
+    /// Told how many writes each batched transaction carries (see [`Engine::observe_batches`]).
+    batch_observer: BatchObserverSlot,
+}
+
+/// What [`Engine::observe_batches`] calls with the size of each batched transaction.
+pub type BatchObserver = Arc<dyn Fn(usize) + Send + Sync>;
+
+#[derive(Default)]
+struct BatchObserverSlot(std::sync::OnceLock<BatchObserver>);
+
+impl std::fmt::Debug for BatchObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "observed"
+        } else {
+            "unobserved"
+        })
+    }
 }
 
 impl Engine {
@@ -83,11 +101,25 @@ impl Engine {
             events,
             runs: crate::sessions::RunCache::default(),
             health: std::sync::Mutex::new(crate::Health::starting()),
+            batch_observer: BatchObserverSlot::default(),
         });
         if let Some(notifications) = &notifications {
             crate::hints::listen(Arc::downgrade(&inner), notifications, me);
         }
         Engine { inner }
+    }
+
+    /// Calls `observer` with the number of writes of every batch this engine commits together
+    /// (group commit, per-session batches, effect updates), for metrics. The first call wins.
+    pub fn observe_batches(&self, observer: BatchObserver) {
+        let _ = self.inner.batch_observer.0.set(observer);
+    }
+
+    /// Tells the observer a batch of `size` writes is being committed.
+    pub(crate) fn batched(&self, size: usize) {
+        if let Some(observe) = self.inner.batch_observer.0.get() {
+            observe(size);
+        }
     }
 
     pub(crate) fn from_inner(inner: Arc<Inner>) -> Engine {

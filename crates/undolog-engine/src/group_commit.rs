@@ -264,6 +264,7 @@ impl Engine {
             by_org.entry(op.org().clone()).or_default().push(op);
         }
         for (org, mut ops) in by_org {
+            self.batched(ops.len());
             if ops.len() > 1 {
                 match self.run_ops_together(&org, &mut ops).await {
                     Ok(()) => continue,

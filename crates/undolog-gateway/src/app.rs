@@ -23,7 +23,7 @@ pub struct Gateway {
     pub(crate) tasks: crate::tasks::Tasks,
     /// The authorization server whose tokens it takes, when `[oauth]` is configured.
     pub(crate) oauth: Option<crate::oauth::OAuth>,
-    pub(crate) metrics: crate::metrics::Metrics,
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
     pub(crate) traces: crate::traces::Traces,
 }
 
@@ -62,8 +62,17 @@ impl Gateway {
             config.limits.upstream_timeout,
         )
         .await;
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        metrics.follow(&engine);
+        let batches = Arc::downgrade(&metrics);
+        engine.observe_batches(Arc::new(move |size| {
+            if let Some(metrics) = batches.upgrade() {
+                metrics.batch(size);
+            }
+        }));
         let interceptors =
-            Arc::new(crate::interceptors::Interceptors::start(&config, &upstreams).await?);
+            crate::interceptors::Interceptors::start(&config, &upstreams, metrics.clone());
+        let interceptors = Arc::new(interceptors.await?);
         for conn in upstreams.connections() {
             conn.relay.use_interceptors(interceptors.clone());
         }
@@ -76,7 +85,7 @@ impl Gateway {
         let traces = crate::traces::Traces::start(config.traces.as_ref(), system)?;
         Ok(Arc::new(Gateway {
             traces,
-            metrics: crate::metrics::Metrics::default(),
+            metrics,
             oauth,
             config,
             engine,

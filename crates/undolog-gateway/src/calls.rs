@@ -1,7 +1,7 @@
 //! The tool-call path every surface shares (MCP, REST): classify, ask the engine, run the tool
 //! upstream when told to, and record the outcome — in hold mode, waiting for a person first.
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use opentelemetry::{KeyValue, context::FutureExt as _};
 use tracing::Instrument as _;
@@ -360,7 +360,7 @@ impl Gateway {
                 let reject =
                     self.engine
                         .reject(&rejected, error.message.to_string(), Some(verdicts));
-                let effect_id = self.traces.store("reject", reject).await?;
+                let effect_id = self.store_op("reject", reject).await?;
                 return Err(Error::Intercepted { effect_id, error });
             }
         };
@@ -390,7 +390,7 @@ impl Gateway {
         let mut waited_for_approval = false;
         loop {
             let intercept = self.intercept(&engine_call, &call, caller);
-            let decision = self.traces.store("intercept", intercept).await?;
+            let decision = self.store_op("intercept", intercept).await?;
             match decision {
                 Intercept::Execute { effect_id, .. }
                     if as_task && task_support != TaskSupport::Never =>
@@ -635,6 +635,7 @@ impl Gateway {
         }
         let traced =
             (self.traces).upstream_call(upstream_name, &conn.config.name, &mut params.meta);
+        let sent_at = std::time::Instant::now();
         let ticket = caller
             .requester
             .clone()
@@ -666,15 +667,15 @@ impl Gateway {
             tracing::info!(%effect_id, error = %e, "answer lost; the idempotent call is sent once more");
             answer = send().await;
         }
+        let failure = match &answer {
+            Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => Some("tool_error"),
+            Ok(_) => None,
+            Err(UpstreamError::Refused { .. }) => Some("upstream_error"),
+            Err(_) => Some("upstream_unavailable"),
+        };
+        let took = sent_at.elapsed();
+        (self.metrics).upstream(&conn.config.name, failure.unwrap_or("answered"), took);
         if let Some(cx) = traced {
-            let failure = match &answer {
-                Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => {
-                    Some("tool_error")
-                }
-                Ok(_) => None,
-                Err(UpstreamError::Refused { .. }) => Some("upstream_error"),
-                Err(_) => Some("upstream_unavailable"),
-            };
             traces::end_call(&cx, failure, Vec::new());
         }
         let failed = |error: String, result: Option<Value>| Outcome::Failed {
@@ -779,7 +780,7 @@ impl Gateway {
                 &outcome,
                 verdicts.clone(),
             );
-            let recorded = self.traces.store("record_outcome", record).await;
+            let recorded = self.store_op("record_outcome", record).await;
             // The tool has run (or failed) upstream: if the log cannot take the outcome, say so
             // plainly, and keep trying to record it (the store may be back in a moment); until
             // then the effect is pending, and in doubt for an operator once its lease ends.
@@ -871,11 +872,19 @@ impl Gateway {
         verdicts: Option<Value>,
     ) -> Result<Option<Outcome>, Error> {
         let record = (self.engine).record_read(call.clone(), effect_id, started, read, verdicts);
-        let refused = self.traces.store("record_read", record).await?;
+        let refused = self.store_op("record_read", record).await?;
         Ok(refused.map(|reason| Outcome::Rejected {
             effect_id: None,
             message: reason.message(),
         }))
+    }
+
+    /// One store operation of a call (`intercept`, `record_read`...), timed and traced.
+    async fn store_op<T>(&self, operation: &'static str, work: impl Future<Output = T>) -> T {
+        let started = std::time::Instant::now();
+        let answer = self.traces.store(operation, work).await;
+        self.metrics.store(operation, started.elapsed());
+        answer
     }
 
     /// How the calls of the tool exposed as `tool` run as tasks.

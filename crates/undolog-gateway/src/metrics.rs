@@ -1,9 +1,13 @@
 //! The gateway's Prometheus metrics, served at `/metrics` on `[metrics] listen` (off unless
 //! configured; an operator's scrape target, apart from the API). One registry per gateway. Labels
 //! are bounded: tool names of the catalog (an unknown name counts as `unknown`), tiers, outcomes
-//! and decisions; never an org, a session, an effect or an argument.
+//! and decisions, upstream and interceptor names of the configuration, store operations; never
+//! an org, a session, an effect or an argument.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, atomic::Ordering::Relaxed},
+    time::Duration,
+};
 
 use axum::{
     extract::State,
@@ -15,10 +19,13 @@ use prometheus_client::{
     metrics::{
         counter::Counter,
         family::Family,
+        gauge::Gauge,
         histogram::{Histogram, exponential_buckets},
     },
     registry::Registry,
 };
+use undolog_engine::{Event, StepOutcome};
+use undolog_interceptors::ChainExecutionResult;
 
 use crate::{Error, calls::Outcome};
 
@@ -40,13 +47,55 @@ struct DecisionLabels {
     decision: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamLabels {
+    upstream: String,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamName {
+    upstream: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabels {
+    operation: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StepLabels {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    interceptor: String,
+    phase: &'static str,
+    verdict: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InterceptorName {
+    interceptor: String,
+}
+
 /// What the gateway counts.
 #[derive(Debug)]
 pub(crate) struct Metrics {
     registry: Registry,
     calls: Family<CallLabels, Counter>,
-    durations: Family<DurationLabels, Histogram>,
+    durations: Family<DurationLabels, Histogram, fn() -> Histogram>,
     decisions: Family<DecisionLabels, Counter>,
+    decision_latency: Histogram,
+    approvals_pending: Gauge,
+    upstream_durations: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
+    upstream_connected: Family<UpstreamName, Gauge>,
+    store_durations: Family<StoreLabels, Histogram, fn() -> Histogram>,
+    undo_steps: Family<StepLabels, Counter>,
+    verdicts: Family<VerdictLabels, Counter>,
+    interceptor_durations: Family<InterceptorName, Histogram, fn() -> Histogram>,
+    batch_sizes: Histogram,
 }
 
 fn call_buckets() -> Histogram {
@@ -54,22 +103,53 @@ fn call_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
 }
 
+/// A family of call-length histograms, registered.
+fn histograms<L>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+) -> Family<L, Histogram, fn() -> Histogram>
+where
+    L: EncodeLabelSet + Clone + std::hash::Hash + Eq + std::fmt::Debug + Send + Sync + 'static,
+{
+    let family = Family::new_with_constructor(call_buckets as fn() -> Histogram);
+    registry.register(name, help, family.clone());
+    family
+}
+
+fn decision_buckets() -> Histogram {
+    // 1 s to about 9 h.
+    Histogram::new(exponential_buckets(1.0, 2.0, 16))
+}
+
 impl Default for Metrics {
     fn default() -> Metrics {
         let mut registry = Registry::with_prefix("undolog");
+        let durations = histograms(
+            &mut registry,
+            "call_duration_seconds",
+            "How long a tool call took, from its arrival to its answer",
+        );
+        let upstream_durations = histograms(
+            &mut registry,
+            "upstream_duration_seconds",
+            "How long an upstream took to answer a tool call, by upstream and outcome",
+        );
+        let store_durations = histograms(
+            &mut registry,
+            "store_duration_seconds",
+            "How long a call's store operation took (waiting for its batch included)",
+        );
+        let interceptor_durations = histograms(
+            &mut registry,
+            "interceptor_duration_seconds",
+            "How long an interceptor took on one message",
+        );
         let calls = Family::<CallLabels, Counter>::default();
         registry.register(
             "calls",
             "Tool calls by tool, tier and outcome",
             calls.clone(),
-        );
-        let durations = Family::<DurationLabels, Histogram>::new_with_constructor(
-            call_buckets as fn() -> Histogram,
-        );
-        registry.register(
-            "call_duration_seconds",
-            "How long a tool call took, from its arrival to its answer",
-            durations.clone(),
         );
         let decisions = Family::<DecisionLabels, Counter>::default();
         registry.register(
@@ -77,11 +157,57 @@ impl Default for Metrics {
             "Decisions of held calls by people",
             decisions.clone(),
         );
+        let decision_latency = decision_buckets();
+        registry.register(
+            "approval_decision_seconds",
+            "How long a held call waited for a person's decision",
+            decision_latency.clone(),
+        );
+        let approvals_pending = Gauge::default();
+        registry.register(
+            "approvals_pending",
+            "Approvals requested and not yet decided, as heard since this gateway started \
+             (on PostgreSQL every gateway of the store hears them all)",
+            approvals_pending.clone(),
+        );
+        let upstream_connected = Family::<UpstreamName, Gauge>::default();
+        registry.register(
+            "upstream_connected",
+            "Whether the gateway holds a live connection to the upstream (1) or not (0)",
+            upstream_connected.clone(),
+        );
+        let undo_steps = Family::<StepLabels, Counter>::default();
+        registry.register(
+            "undo_steps",
+            "Compensation steps of undos, by outcome",
+            undo_steps.clone(),
+        );
+        let verdicts = Family::<VerdictLabels, Counter>::default();
+        registry.register(
+            "interceptor_verdicts",
+            "What each interceptor said of a message, by phase",
+            verdicts.clone(),
+        );
+        let batch_sizes = Histogram::new(exponential_buckets(1.0, 2.0, 10));
+        registry.register(
+            "commit_batch_size",
+            "Writes carried by each batched store transaction (group commit)",
+            batch_sizes.clone(),
+        );
         Metrics {
             registry,
             calls,
             durations,
             decisions,
+            decision_latency,
+            approvals_pending,
+            upstream_durations,
+            upstream_connected,
+            store_durations,
+            undo_steps,
+            verdicts,
+            interceptor_durations,
+            batch_sizes,
         }
     }
 }
@@ -126,12 +252,116 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// A person decided a held call.
-    pub(crate) fn decided(&self, approved: bool) {
+    /// A person decided a held call that was requested at `requested_at`.
+    pub(crate) fn decided(&self, approved: bool, requested_at: undolog_types::Timestamp) {
         let decision = if approved { "approved" } else { "denied" };
         self.decisions
             .get_or_create(&DecisionLabels { decision })
             .inc();
+        let waited = undolog_types::Timestamp::now().as_millis() - requested_at.as_millis();
+        self.decision_latency.observe(waited.max(0) as f64 / 1000.0);
+    }
+
+    /// An upstream answered (or did not) after `took`.
+    pub(crate) fn upstream(&self, upstream: &str, outcome: &'static str, took: Duration) {
+        let labels = UpstreamLabels {
+            upstream: upstream.to_owned(),
+            outcome,
+        };
+        (self.upstream_durations.get_or_create(&labels)).observe(took.as_secs_f64());
+    }
+
+    /// Whether the gateway holds a connection to `upstream` now (set at every scrape).
+    fn connected(&self, upstream: &str, connected: bool) {
+        let labels = UpstreamName {
+            upstream: upstream.to_owned(),
+        };
+        self.upstream_connected
+            .get_or_create(&labels)
+            .set(i64::from(connected));
+    }
+
+    /// A store operation of a call took `took`.
+    pub(crate) fn store(&self, operation: &'static str, took: Duration) {
+        (self
+            .store_durations
+            .get_or_create(&StoreLabels { operation }))
+        .observe(took.as_secs_f64());
+    }
+
+    /// One step of an undo ended.
+    pub(crate) fn undo_step(&self, outcome: &StepOutcome) {
+        let outcome = match outcome {
+            StepOutcome::Compensated { .. } => "compensated",
+            StepOutcome::Failed { .. } => "failed",
+        };
+        self.undo_steps.get_or_create(&StepLabels { outcome }).inc();
+    }
+
+    /// What each member of a chain run said, and how long it took.
+    pub(crate) fn chain(&self, record: &ChainExecutionResult) {
+        let phase = match record.phase {
+            undolog_interceptors::Phase::Request => "request",
+            undolog_interceptors::Phase::Response => "response",
+        };
+        for entry in &record.results {
+            let verdict = match (&entry.error, &entry.validation, entry.applied) {
+                (Some(_), _, _) if entry.skipped => "skipped",
+                (Some(_), _, _) => "error",
+                (None, Some(v), _) if v.valid => "valid",
+                (None, Some(_), _) => "invalid",
+                (None, None, Some(true)) => "mutated",
+                (None, None, _) => "unchanged",
+            };
+            let labels = VerdictLabels {
+                interceptor: entry.interceptor.clone(),
+                phase,
+                verdict,
+            };
+            self.verdicts.get_or_create(&labels).inc();
+            let name = InterceptorName {
+                interceptor: entry.interceptor.clone(),
+            };
+            (self.interceptor_durations.get_or_create(&name))
+                .observe(entry.duration_ms as f64 / 1000.0);
+        }
+    }
+
+    /// A batched store transaction carries `size` writes.
+    pub(crate) fn batch(&self, size: usize) {
+        self.batch_sizes.observe(size as f64);
+    }
+
+    /// Follows the engine's events for the approvals waiting (requested, then decided).
+    pub(crate) fn follow(self: &Arc<Self>, engine: &undolog_engine::Engine) {
+        let metrics = Arc::downgrade(self);
+        let mut events = engine.subscribe();
+        tokio::spawn(async move {
+            loop {
+                let event = match events.recv().await {
+                    Ok(event) => event,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let Some(metrics) = metrics.upgrade() else {
+                    return;
+                };
+                match event {
+                    Event::ApprovalRequired { .. } => {
+                        metrics.approvals_pending.inc();
+                    }
+                    Event::ApprovalDecided { .. } => {
+                        // Never below zero: decisions of approvals requested before we started.
+                        let _ = (metrics.approvals_pending.inner()).fetch_update(
+                            Relaxed,
+                            Relaxed,
+                            |n| (n > 0).then(|| n - 1),
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        });
     }
 
     /// The Prometheus text format (0.0.4) of everything counted.
@@ -172,6 +402,11 @@ pub(crate) async fn listen(
 }
 
 async fn render(State(gateway): State<Arc<crate::Gateway>>) -> Response {
+    for conn in gateway.upstreams.connections() {
+        gateway
+            .metrics
+            .connected(&conn.config.name, conn.is_connected());
+    }
     (
         [(
             header::CONTENT_TYPE,

@@ -73,12 +73,13 @@ pub(crate) async fn undo(
     principal.require(Role::Admin, "undoing a session")?;
     let id = session_id(&id)?;
     let compensator = UpstreamCompensator { gateway: &gateway };
-    Ok(Json(
-        gateway
-            .engine
-            .undo(&principal.org, &id, &compensator)
-            .await?,
-    ))
+    let report = (gateway.engine)
+        .undo(&principal.org, &id, &compensator)
+        .await?;
+    for step in &report.steps {
+        gateway.metrics.undo_step(&step.outcome);
+    }
+    Ok(Json(report))
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,7 +148,7 @@ pub(crate) async fn approve(
         .engine
         .approve(&principal.org, id, &by, reason)
         .await?;
-    gateway.metrics.decided(true);
+    gateway.metrics.decided(true, approved.requested_at);
     Ok(Json(approved))
 }
 
@@ -166,7 +167,7 @@ pub(crate) async fn deny(
             Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into())
         })?;
     let denied = gateway.engine.deny(&principal.org, id, &by, reason).await?;
-    gateway.metrics.decided(false);
+    gateway.metrics.decided(false, denied.requested_at);
     Ok(Json(denied))
 }
 

@@ -72,10 +72,10 @@ pub(crate) async fn step(
         ),
         StepBody::Failed { claim, error } => (claim, StepOutcome::Failed { error }),
     };
-    Ok(Json(
-        gateway
-            .engine
-            .record_undo_step(&principal.org, &id, &claim, effect, outcome)
-            .await?,
-    ))
+    let counted = outcome.clone();
+    let progress = (gateway.engine)
+        .record_undo_step(&principal.org, &id, &claim, effect, outcome)
+        .await?;
+    gateway.metrics.undo_step(&counted);
+    Ok(Json(progress))
 }

@@ -36,6 +36,8 @@ use crate::{
 pub(crate) struct Interceptors {
     chain: Chain,
     registry: Registry,
+    /// Told what each chain run decided.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Interceptors {
@@ -44,8 +46,12 @@ impl Interceptors {
     pub(crate) async fn start(
         config: &GatewayConfig,
         upstreams: &Upstreams,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Result<Interceptors, config::Error> {
-        let mut out = Interceptors::default();
+        let mut out = Interceptors {
+            metrics,
+            ..Interceptors::default()
+        };
         for entry in &config.interceptors {
             let found = discover(entry, config, upstreams).await?;
             let selected: Vec<Arc<dyn Interceptor>> = match &entry.names {
@@ -104,7 +110,9 @@ impl Interceptors {
         if !self.chain.intercepts(&request.event, request.phase) {
             return None;
         }
-        Some(self.chain.execute(request).await)
+        let record = self.chain.execute(request).await;
+        self.metrics.chain(&record);
+        Some(record)
     }
 
     /// Adds `capabilities.extensions["io.modelcontextprotocol/interceptors"]` when any runs.

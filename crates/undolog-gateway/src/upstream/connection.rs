@@ -147,6 +147,14 @@ impl Connection {
         self.slot(Era::Stateless).1 == Era::Stateless
     }
 
+    /// Whether a live connection is held now (in either era). One being opened counts as not.
+    pub(crate) fn is_connected(&self) -> bool {
+        [&self.running, &self.stateless].into_iter().any(|slot| {
+            slot.try_lock()
+                .is_ok_and(|held| held.as_ref().is_some_and(|live| !live.is_closed()))
+        })
+    }
+
     pub(crate) async fn peer(&self, era: Era) -> Result<Peer<RoleClient>, UpstreamError> {
         let (slot, era) = self.slot(era);
         let mut running = slot.lock().await;

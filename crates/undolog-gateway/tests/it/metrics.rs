@@ -41,7 +41,7 @@ async fn scraped(http: &reqwest::Client, prometheus: &str, query: &str) -> f64 {
 async fn a_real_prometheus_sees_a_replayed_and_a_held_call_move_their_series() {
     let metrics_port = free_port().await;
     let gw = TestGateway::start(&format!(
-        "[metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n"
+        "[metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n[[interceptors]]\nbuiltin = \"redactor\"\n"
     ))
     .await;
     let transfer = json!({"from_account": "alice", "to_account": "bob", "amount": 7});
@@ -62,6 +62,16 @@ async fn a_real_prometheus_sees_a_replayed_and_a_held_call_move_their_series() {
     assert_eq!(status, 200, "{decided}");
     let (status, _) = gw.rest_call(None, "m-1", "no_such_tool", json!({})).await;
     assert_eq!(status, 404);
+    // A second held call, left waiting.
+    let email = json!({"to": "cfo@example.com", "subject": "later"});
+    let (status, held) = gw.rest_call(None, "m-2", "send_email", email).await;
+    assert_eq!(status, 202, "{held}");
+    // A transfer of its own session, undone: one compensation step.
+    let transfer = json!({"from_account": "bob", "to_account": "alice", "amount": 2});
+    let (status, answer) = gw.rest_call(None, "m-3", "transfer", transfer).await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, undone) = gw.post("/v1/sessions/m-3/undo", json!({})).await;
+    assert_eq!(status, 200, "{undone}");
 
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("prometheus.yml");
@@ -88,7 +98,7 @@ async fn a_real_prometheus_sees_a_replayed_and_a_held_call_move_their_series() {
     let cases = [
         (
             r#"undolog_calls_total{tool="transfer",tier="compensable",outcome="executed"}"#,
-            1.0,
+            2.0,
         ),
         (
             r#"undolog_calls_total{tool="transfer",tier="compensable",outcome="replayed"}"#,
@@ -96,7 +106,7 @@ async fn a_real_prometheus_sees_a_replayed_and_a_held_call_move_their_series() {
         ),
         (
             r#"undolog_calls_total{tool="send_email",tier="irreversible",outcome="awaiting_approval"}"#,
-            1.0,
+            2.0,
         ),
         (
             r#"undolog_calls_total{tool="unknown",tier="unknown",outcome="error"}"#,
@@ -106,7 +116,34 @@ async fn a_real_prometheus_sees_a_replayed_and_a_held_call_move_their_series() {
             r#"undolog_approval_decisions_total{decision="approved"}"#,
             1.0,
         ),
-        (r#"sum(undolog_call_duration_seconds_count)"#, 4.0),
+        (r#"sum(undolog_call_duration_seconds_count)"#, 6.0),
+        // The two transfers ran upstream; the replay and the held calls did not.
+        (
+            r#"sum(undolog_upstream_duration_seconds_count{outcome="answered"})"#,
+            2.0,
+        ),
+        // Recorded before running: the transfers, the replay, the two held calls.
+        (
+            r#"undolog_store_duration_seconds_count{operation="intercept"}"#,
+            5.0,
+        ),
+        (
+            r#"undolog_store_duration_seconds_count{operation="record_outcome"}"#,
+            2.0,
+        ),
+        (r#"undolog_approvals_pending"#, 1.0),
+        (r#"undolog_approval_decision_seconds_count"#, 1.0),
+        (r#"undolog_undo_steps_total{outcome="compensated"}"#, 1.0),
+        (r#"undolog_commit_batch_size_count > bool 0"#, 1.0),
+        (
+            r#"sum(undolog_interceptor_duration_seconds_count{interceptor="undolog/secret-redactor"}) > bool 0"#,
+            1.0,
+        ),
+        (
+            r#"sum(undolog_interceptor_verdicts_total{interceptor="undolog/secret-redactor"}) > bool 0"#,
+            1.0,
+        ),
+        (r#"sum(undolog_upstream_connected)"#, 1.0),
         (r#"up{job="undolog"}"#, 1.0),
     ];
     for (query, want) in cases {
