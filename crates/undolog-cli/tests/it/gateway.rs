@@ -236,6 +236,8 @@ fn json_logs_are_one_object_per_line_with_the_calls_ids_and_never_its_arguments(
             .arg("--store")
             .arg(format!("sqlite://{}", dir.path().join("u.db").display()))
             .env("UNDOLOG_LOG", "debug")
+            // Nested keys from the environment, as deploy/compose.yaml names its gateways.
+            .env("UNDOLOG_EXECUTOR__NAME", "gateway-json")
             .current_dir(dir.path())
             .stderr(log)
             .spawn()

@@ -253,6 +253,7 @@ const ENV_KEYS: &[&str] = &[
     "limits",
     "http",
     "store_pool",
+    "executor",
     "oauth",
     "metrics",
     "traces",

@@ -186,3 +186,15 @@ fn no_configuration_means_the_demo_bank_on_loopback_with_a_local_file() {
         std::time::Duration::from_secs(30)
     );
 }
+
+#[test]
+fn the_deployment_recipes_gateway_configuration_is_valid() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/gateway.toml");
+    let config = load(&std::fs::read_to_string(path).unwrap())
+        .unwrap_or_else(|e| panic!("deploy/gateway.toml: {e}"));
+    assert_eq!(config.metrics_listen, Some("0.0.0.0:9464".parse().unwrap()));
+    assert_eq!(
+        config.executor.dead_after,
+        std::time::Duration::from_secs(5)
+    );
+}
