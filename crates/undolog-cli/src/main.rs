@@ -29,6 +29,8 @@ enum LogFormat {
 enum Command {
     /// Run the gateway: MCP at /mcp, REST, admin API and events (the demo bank with no config).
     Serve(commands::serve::ServeArgs),
+    /// Run the effect engine alone over gRPC (undolog.engine.v1.EffectEngine) on the store.
+    Engine(commands::engine::EngineArgs),
     /// Run the gateway for one MCP client on stdin/stdout (for desktop clients).
     Stdio(commands::serve::Source),
     /// Manage API keys.
@@ -90,6 +92,9 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             commands::serve::serve(args, cli.log_format == LogFormat::Json).await
+        }
+        Command::Engine(args) => {
+            commands::engine::run(args, cli.log_format == LogFormat::Json).await
         }
         Command::Stdio(source) => commands::serve::stdio(source).await,
         Command::Keys(command) => commands::keys::run(command).await,

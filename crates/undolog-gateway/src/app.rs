@@ -119,29 +119,7 @@ pub async fn serve_http(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::Startup(format!("cannot read the listening address: {e}")))?;
-    let has_keys = gateway
-        .store
-        .has_api_keys()
-        .await
-        .map_err(|e| Error::Startup(e.to_string()))?;
-    if !addr.ip().is_loopback() && !has_keys && gateway.oauth.is_none() {
-        return Err(Error::Startup(format!(
-            "refusing to listen on {addr}: no API keys exist, so anyone who can reach this address \
-             would act as org `default`. Create a key first (`undolog keys create --org NAME`), or \
-             listen on 127.0.0.1"
-        )));
-    }
-    // Restarted on the same address, this process takes the one before it for dead: whatever
-    // that one was running is in doubt now, not when its leases would have run out.
-    let name = match &gateway.config.executor.name {
-        Some(name) => name.clone(),
-        None if addr.port() == 0 => unique_executor_name(),
-        None => format!("{}:{addr}", host_name()),
-    };
-    gateway.start_executor(&name).await?;
+    let addr = gateway.start_serving(&listener).await?;
     let cancel = tokio_util::sync::CancellationToken::new();
     if let Some(at) = gateway.config.metrics_listen {
         crate::metrics::listen(gateway.clone(), at, cancel.clone()).await?;
@@ -180,6 +158,46 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, principal: Principal) -> Result<
 }
 
 impl Gateway {
+    /// Before serving on `listener`: refuses open mode beyond loopback, then starts this
+    /// process's executor. The address it serves.
+    pub(crate) async fn start_serving(
+        &self,
+        listener: &TcpListener,
+    ) -> Result<std::net::SocketAddr, Error> {
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::Startup(format!("cannot read the listening address: {e}")))?;
+        self.refuse_open_beyond_loopback(addr).await?;
+        self.start_executor_at(addr).await?;
+        Ok(addr)
+    }
+
+    /// Open mode serves one machine only: beyond loopback, a key or `[oauth]` must exist first.
+    async fn refuse_open_beyond_loopback(&self, addr: std::net::SocketAddr) -> Result<(), Error> {
+        let has_keys =
+            (self.store.has_api_keys().await).map_err(|e| Error::Startup(e.to_string()))?;
+        if !addr.ip().is_loopback() && !has_keys && self.oauth.is_none() {
+            return Err(Error::Startup(format!(
+                "refusing to listen on {addr}: no API keys exist, so anyone who can reach this \
+                 address would act as org `default`. Create a key first (`undolog keys create \
+                 --org NAME`), or listen on 127.0.0.1"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Starts this process's executor, named after the address it serves unless configured.
+    /// Restarted on the same address, it takes the one before it for dead: whatever that one
+    /// was running is in doubt now, not when its leases would have run out.
+    async fn start_executor_at(&self, addr: std::net::SocketAddr) -> Result<(), Error> {
+        let name = match &self.config.executor.name {
+            Some(name) => name.clone(),
+            None if addr.port() == 0 => unique_executor_name(),
+            None => format!("{}:{addr}", host_name()),
+        };
+        self.start_executor(&name).await
+    }
+
     /// Records this process as an executor named `name` and starts its heartbeat (the engine
     /// logs the calls of a previous process of that name, now in doubt).
     async fn start_executor(&self, name: &str) -> Result<(), Error> {

@@ -93,7 +93,7 @@ pub enum Error {
 }
 
 impl Error {
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         use EngineError as E;
         match self {
             Error::UnknownTool(_) => StatusCode::NOT_FOUND,

@@ -15,6 +15,7 @@ mod demo;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod grpc;
 mod http;
 mod interceptors;
 mod mcp;
@@ -33,3 +34,4 @@ pub use auth::{Credential, NewKey, Principal, create_key};
 pub use config::{ConfigSource, GatewayConfig};
 pub use demo::DemoBank;
 pub use error::Error;
+pub use grpc::serve_engine;

@@ -1,6 +1,7 @@
 pub(crate) mod admin;
 pub(crate) mod demo;
 pub(crate) mod demo_bank;
+pub(crate) mod engine;
 pub(crate) mod keys;
 pub(crate) mod remote;
 pub(crate) mod serve;

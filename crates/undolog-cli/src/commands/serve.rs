@@ -37,7 +37,7 @@ impl Source {
 
 /// Tells the person (or log collector) watching stderr: a plain line, or with `json` a log
 /// object like the others, whatever the log filter says.
-fn announce(json: bool, message: &str) {
+pub(crate) fn announce(json: bool, message: &str) {
     if json {
         let line = serde_json::json!({
             "timestamp": undolog_types::Timestamp::now().to_string(),
@@ -73,7 +73,7 @@ pub(crate) async fn stdio(source: Source) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal(json_logs: bool) {
+pub(crate) async fn shutdown_signal(json_logs: bool) {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

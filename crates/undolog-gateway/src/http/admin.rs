@@ -122,7 +122,7 @@ pub(crate) struct Decision {
 
 /// Who decides, for the engine's four-eyes check: an approver's own calls are never theirs to
 /// decide, unless the setup allows it (or it is open mode's single local operator).
-fn decider(
+pub(crate) fn decider(
     gateway: &Gateway,
     principal: &Principal,
     action: &str,
@@ -152,6 +152,13 @@ pub(crate) async fn approve(
     Ok(Json(approved))
 }
 
+/// A denial's reason, which the agent is told: required, and not blank.
+pub(crate) fn denial_reason(reason: Option<String>) -> std::result::Result<String, Error> {
+    reason.filter(|r| !r.trim().is_empty()).ok_or_else(|| {
+        Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into())
+    })
+}
+
 pub(crate) async fn deny(
     State(gateway): State<Arc<Gateway>>,
     Extension(principal): Extension<Principal>,
@@ -160,12 +167,7 @@ pub(crate) async fn deny(
 ) -> Result<Approval> {
     let by = decider(&gateway, &principal, "denying a call")?;
     let id: ApprovalId = parse_id("approval", &id)?;
-    let reason = decision
-        .reason
-        .filter(|r| !r.trim().is_empty())
-        .ok_or_else(|| {
-            Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into())
-        })?;
+    let reason = denial_reason(decision.reason)?;
     let denied = gateway.engine.deny(&principal.org, id, &by, reason).await?;
     gateway.metrics.decided(false, denied.requested_at);
     Ok(Json(denied))

@@ -5,7 +5,7 @@
 //! every route, those included, refuses cross-site and DNS-rebinding requests first
 //! ([`origin_guard`]).
 
-mod admin;
+pub(crate) mod admin;
 mod body;
 mod dashboard;
 mod events;
@@ -15,7 +15,7 @@ mod mcp_sessions;
 mod origin_guard;
 mod parse_guard;
 mod rest;
-mod sdk;
+pub(crate) mod sdk;
 pub(crate) mod server;
 mod undo_steps;
 

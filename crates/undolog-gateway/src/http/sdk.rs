@@ -19,18 +19,18 @@ use crate::{Error, Gateway, Principal};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct InterceptBody {
-    session_id: String,
-    tool: String,
+    pub(crate) session_id: String,
+    pub(crate) tool: String,
     #[serde(default)]
-    arguments: Map<String, Value>,
-    step: Option<u64>,
-    tier: Tier,
-    compensation: Option<Compensation>,
+    pub(crate) arguments: Map<String, Value>,
+    pub(crate) step: Option<u64>,
+    pub(crate) tier: Tier,
+    pub(crate) compensation: Option<Compensation>,
     #[serde(default)]
-    idempotent: bool,
+    pub(crate) idempotent: bool,
     #[serde(default)]
-    requires_approval: bool,
-    idempotency_key: Option<String>,
+    pub(crate) requires_approval: bool,
+    pub(crate) idempotency_key: Option<String>,
 }
 
 pub(crate) async fn intercept(
@@ -38,9 +38,20 @@ pub(crate) async fn intercept(
     Extension(principal): Extension<Principal>,
     JsonBody(body): JsonBody<InterceptBody>,
 ) -> Result<Json<Value>, Error> {
+    answered(intercept_effect(&gateway, &principal, body).await?)
+}
+
+/// The SDK's intercept on any surface (HTTP, gRPC): the caller declares its tool's tier and
+/// compensation, checked as [`check_compensation`] says, and runs the tool out of sight, so its
+/// lease is `limits.sdk_lease`.
+pub(crate) async fn intercept_effect(
+    gateway: &Gateway,
+    principal: &Principal,
+    body: InterceptBody,
+) -> Result<Intercept, Error> {
     let session = SessionId::new(body.session_id)
         .map_err(|e| Error::BadRequest(format!("session_id: {e}")))?;
-    check_compensation(&gateway, body.tier, body.compensation.as_ref()).await?;
+    check_compensation(gateway, body.tier, body.compensation.as_ref()).await?;
     let args = Args::try_from(Value::Object(body.arguments))
         .map_err(|e| Error::BadRequest(format!("arguments: {e}")))?;
     let policy = ToolPolicy {
@@ -59,7 +70,12 @@ pub(crate) async fn intercept(
     if let Some(key) = body.idempotency_key {
         call = call.with_idempotency_key(key);
     }
-    let answer = match gateway.engine.intercept(call).await? {
+    Ok(gateway.engine.intercept(call).await?)
+}
+
+/// Answers the HTTP API's JSON for an engine decision.
+fn answered(decision: Intercept) -> Result<Json<Value>, Error> {
+    let answer = match decision {
         Intercept::Execute {
             effect_id,
             lease_expires_at,

@@ -13,6 +13,7 @@ mod events;
 mod faults;
 mod forwarding;
 mod frameworks;
+mod grpc;
 mod hardening;
 mod harness;
 mod http_guards;

@@ -1,0 +1,39 @@
+//! The engine over gRPC (`undolog.engine.v1.EffectEngine`), the seed's boundary: a proxy in any
+//! language asks this process for every decision. See `proto/undolog/engine/v1/engine.proto`.
+
+/// The generated messages, server and client.
+#[allow(unreachable_pub, missing_debug_implementations, clippy::all)]
+pub mod proto {
+    tonic::include_proto!("undolog.engine.v1");
+}
+
+mod service;
+mod status;
+
+use std::{future::Future, sync::Arc};
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::{Error, Gateway};
+
+/// Serves `EffectEngine` on `listener` until `shutdown` completes: the engine alone, on the
+/// gateway's store, as this process's executor (its heartbeat keeps the leases of the calls it
+/// hands out). Refuses, as the HTTP server does, to listen beyond loopback while no credential
+/// could be asked for.
+pub async fn serve_engine(
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let addr = gateway.start_serving(&listener).await?;
+    let service =
+        proto::effect_engine_server::EffectEngineServer::new(service::EngineService { gateway });
+    tracing::info!(%addr, "undolog engine listening (gRPC undolog.engine.v1.EffectEngine)");
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(service)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await
+        .map_err(|e| Error::Startup(format!("the engine's gRPC server stopped: {e}")))
+}
