@@ -120,6 +120,7 @@ fn the_demo_shows_replay_approval_and_undo_and_survives_a_second_run() {
 }
 
 mod admin;
+mod engine;
 mod faults;
 mod gateway;
 mod keys;
