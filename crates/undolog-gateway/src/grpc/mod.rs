@@ -13,7 +13,7 @@ mod status;
 use std::{future::Future, sync::Arc};
 
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::{StreamExt as _, wrappers::TcpListenerStream};
 
 use crate::{Error, Gateway};
 
@@ -30,10 +30,18 @@ pub async fn serve_engine(
     let service =
         proto::effect_engine_server::EffectEngineServer::new(service::EngineService { gateway });
     tracing::info!(%addr, "undolog engine listening (gRPC undolog.engine.v1.EffectEngine)");
+    // The builder's own `tcp_nodelay` applies only to listeners it binds: set it on each
+    // connection, or every answer waits for the client's delayed ACK (about 40 ms a call).
+    let incoming = TcpListenerStream::new(listener).map(|accepted| {
+        accepted.inspect(|stream| {
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY not set");
+            }
+        })
+    });
     tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(|e| Error::Startup(format!("the engine's gRPC server stopped: {e}")))
 }
