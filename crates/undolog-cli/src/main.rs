@@ -59,12 +59,15 @@ enum Command {
 
 /// `UNDOLOG_LOG`, with two libraries held down whatever it says, because they print what a call
 /// carries before any redaction: rmcp (at info and debug, every request and notification whole)
-/// and sqlx (statements, slow ones at warn; PostgreSQL's carry their values as literals).
+/// and sqlx (statements, slow ones at warn; PostgreSQL's carry their values as literals). rmcp's
+/// transport worker is silenced: what it says of a dead upstream, the gateway says in one line.
 fn log_filter() -> tracing_subscriber::EnvFilter {
-    ["rmcp=warn", "sqlx=error"].into_iter().fold(
-        tracing_subscriber::EnvFilter::from_env("UNDOLOG_LOG"),
-        |filter, cap| filter.add_directive(cap.parse().expect("a valid directive")),
-    )
+    ["rmcp=warn", "rmcp::transport::worker=off", "sqlx=error"]
+        .into_iter()
+        .fold(
+            tracing_subscriber::EnvFilter::from_env("UNDOLOG_LOG"),
+            |filter, cap| filter.add_directive(cap.parse().expect("a valid directive")),
+        )
 }
 
 /// Logs to stderr in `format`. A call's lines carry the fields of its `call` span (tool,
@@ -84,11 +87,28 @@ fn start_logging(format: LogFormat) {
     }
 }
 
+/// Runs the command; an error is one line on stderr (its causes joined), and exit status 1. The
+/// error's debug form, with a backtrace when `RUST_BACKTRACE` asks, only under `UNDOLOG_DEBUG`:
+/// many machines set `RUST_BACKTRACE`, and a user needs the sentence, not thirty frames.
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     start_logging(cli.log_format);
     undolog_engine::crash_points::from_env(); // nothing unless the fault suite built it in
+    match run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if std::env::var_os("UNDOLOG_DEBUG").is_some() => {
+            eprintln!("undolog: {e:?}");
+            std::process::ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("undolog: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             commands::serve::serve(args, cli.log_format == LogFormat::Json).await

@@ -105,6 +105,11 @@ impl Gateway {
         &self.engine
     }
 
+    /// How each upstream answered at start-up (or its last listing): how many tools, or why not.
+    pub fn upstream_statuses(&self) -> Vec<crate::upstream::UpstreamStatus> {
+        self.upstreams.statuses()
+    }
+
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }

@@ -35,3 +35,4 @@ pub use config::{ConfigSource, GatewayConfig};
 pub use demo::DemoBank;
 pub use error::Error;
 pub use grpc::serve_engine;
+pub use upstream::UpstreamStatus;

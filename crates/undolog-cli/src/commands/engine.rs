@@ -1,7 +1,7 @@
 //! `undolog engine`: the effect engine alone over gRPC (`undolog.engine.v1.EffectEngine`), on
 //! the configured store, for proxies that ask it for every decision.
 
-use super::serve::{Source, announce, shutdown_signal};
+use super::serve::{Source, announce, report_upstreams, shutdown_signal};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct EngineArgs {
@@ -15,6 +15,7 @@ pub(crate) struct EngineArgs {
 pub(crate) async fn run(args: EngineArgs, json_logs: bool) -> anyhow::Result<()> {
     let config = args.source.load(None)?;
     let gateway = undolog_gateway::Gateway::build(config).await?;
+    report_upstreams(json_logs, &gateway);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| {

@@ -51,10 +51,26 @@ pub(crate) fn announce(json: bool, message: &str) {
     }
 }
 
+/// One line per upstream: connected with how many tools, or why not and what to check.
+pub(crate) fn report_upstreams(json: bool, gateway: &Gateway) {
+    for status in gateway.upstream_statuses() {
+        let line = match status.tools {
+            Ok(tools) => format!("upstream `{}`: connected, {tools} tools", status.name),
+            Err(reason) => format!(
+                "upstream `{}` cannot be reached: {reason}. Check its command or url in the \
+                 configuration; its tools appear once it answers",
+                status.name
+            ),
+        };
+        announce(json, &line);
+    }
+}
+
 pub(crate) async fn serve(args: ServeArgs, json_logs: bool) -> anyhow::Result<()> {
     let config = args.source.load(args.listen)?;
     let listen = config.listen;
     let gateway = Gateway::build(config).await?;
+    report_upstreams(json_logs, &gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}; is another program using it?"))?;

@@ -149,21 +149,34 @@ fn serve_refuses_a_public_address_without_keys_and_says_why() {
 }
 
 #[test]
-fn serve_stops_on_an_invalid_configuration_naming_the_key() {
+fn serve_stops_on_an_invalid_configuration_with_one_line_naming_the_key_and_no_backtrace() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.toml");
     std::fs::write(&file, "[approvals]\nmode = \"later\"\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_undolog"))
-        .args(["serve", "--config"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+    let run = |debug: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_undolog"));
+        command
+            .args(["serve", "--config"])
+            .arg(&file)
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("UNDOLOG_DEBUG");
+        if debug {
+            command.env("UNDOLOG_DEBUG", "1");
+        }
+        command.output().unwrap()
+    };
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("approvals.mode") && stderr.contains("\"hold\" or \"defer\""),
         "{stderr}"
     );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("undolog: "), "{stderr}");
+    // UNDOLOG_DEBUG asks for the whole story, backtrace included.
+    let debug = String::from_utf8_lossy(&run(true).stderr).into_owned();
+    assert!(debug.contains("backtrace"), "{debug}");
 }
 
 #[test]
@@ -284,4 +297,55 @@ fn json_logs_are_one_object_per_line_with_the_calls_ids_and_never_its_arguments(
         !text.contains("secret-account-7731"),
         "an argument was logged"
     );
+}
+
+#[test]
+fn serve_names_each_upstream_that_cannot_be_reached_in_one_line_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("u.toml");
+    let closed = free_port(); // nothing listens there
+    std::fs::write(
+        &config,
+        format!(
+            "[[upstreams]]\nname = \"ghost\"\ncommand = \"/nonexistent/mcp-server\"\n\n\
+             [[upstreams]]\nname = \"far\"\nurl = \"http://127.0.0.1:{closed}/mcp\"\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let log = dir.path().join("stderr.txt");
+    let gateway = Killed(
+        Command::new(env!("CARGO_BIN_EXE_undolog"))
+            .args(["serve", "--config"])
+            .arg(&config)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--store"])
+            .arg(format!("sqlite://{}", dir.path().join("u.db").display()))
+            .current_dir(dir.path())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // The gateway still serves: an upstream may come up later.
+    wait_healthy(&base);
+    drop(gateway);
+    let said = std::fs::read_to_string(&log).unwrap();
+    let line = |name: &str| -> String {
+        let lines: Vec<&str> = said.lines().filter(|l| l.contains(name)).collect();
+        assert_eq!(lines.len(), 1, "one line for {name}: {said}");
+        lines[0].to_owned()
+    };
+    let ghost = line("upstream `ghost`");
+    assert!(
+        ghost.contains("cannot start `/nonexistent/mcp-server`"),
+        "{ghost}"
+    );
+    assert!(ghost.contains("No such file or directory"), "{ghost}");
+    let far = line("upstream `far`");
+    assert!(
+        far.contains(&format!("cannot connect to 127.0.0.1:{closed}")),
+        "{far}"
+    );
+    assert!(far.contains("Connection refused"), "{far}");
+    assert!(!said.contains("rmcp::"), "no MCP client internals: {said}");
 }

@@ -204,7 +204,11 @@ impl Connection {
                 let (transport, _stderr) = TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::inherit())
                     .spawn()
-                    .map_err(|e| unavailable(format!("cannot start `{command}`: {e}")))?;
+                    .map_err(|e| {
+                        unavailable(format!(
+                            "cannot start `{command}`: {e} (is it installed, and on the PATH?)"
+                        ))
+                    })?;
                 client.serve(transport).await
             }
             UpstreamTransport::Http { url, headers } => {
@@ -236,9 +240,50 @@ impl Connection {
                 }
             }
         };
-        let running = running.map_err(|e| unavailable(e.to_string()))?;
+        let running = match running {
+            Ok(running) => running,
+            Err(e) => return Err(unavailable(self.why_not(e.to_string()).await)),
+        };
         tracing::info!(upstream = %self.name(), ?era, "connected to upstream");
         Ok(running)
+    }
+
+    /// A failed start in one plain sentence. The MCP client's error carries its cause as text
+    /// inside its own type names, so an HTTP upstream's address is tried on its own: a refused
+    /// connection or an unknown host is said as such; otherwise the client's message, without
+    /// the type names.
+    async fn why_not(&self, said: String) -> String {
+        let UpstreamTransport::Http { url, .. } = &self.config.transport else {
+            return said;
+        };
+        let Ok(parsed) = url::Url::parse(url) else {
+            return said;
+        };
+        let host = parsed.host_str().unwrap_or_default().to_owned();
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let probe = tokio::net::TcpStream::connect((host.as_str(), port));
+        match tokio::time::timeout(Duration::from_secs(2), probe).await {
+            Ok(Err(e)) => return format!("cannot connect to {host}:{port} ({url}): {e}"),
+            Err(_) => {
+                return format!("{host}:{port} ({url}) did not accept a connection within 2 s");
+            }
+            Ok(Ok(_)) => {}
+        }
+        // `Send message error Transport [rmcp::…<…>] error: …`: the part a person can read.
+        let mut plain = String::with_capacity(said.len());
+        let mut depth = 0usize;
+        for c in said.chars() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth = depth.saturating_sub(1),
+                _ if depth == 0 => plain.push(c),
+                _ => {}
+            }
+        }
+        format!(
+            "{url} answered, but not as an MCP server: {}",
+            plain.split_whitespace().collect::<Vec<_>>().join(" ")
+        )
     }
 
     /// Sends one request whose progress the client follows (`ticket`), bounded by the timeout and

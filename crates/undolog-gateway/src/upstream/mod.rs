@@ -84,6 +84,15 @@ impl Catalogs {
 struct Listed {
     tools: Option<(Vec<Tool>, CacheHint)>,
     prompts: Option<(Vec<Prompt>, CacheHint)>,
+    /// Why the tools could not be listed.
+    error: Option<String>,
+}
+
+/// How an upstream answered its last listing: how many tools, or why it did not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamStatus {
+    pub name: String,
+    pub tools: Result<usize, String>,
 }
 
 /// Every upstream, and the merged view of what they offer.
@@ -92,6 +101,8 @@ pub(crate) struct Upstreams {
     connections: Vec<Arc<Connection>>,
     separator: String,
     catalogs: RwLock<Catalogs>,
+    /// What the last listing said of each upstream (for start-up reports and `undolog check`).
+    statuses: std::sync::Mutex<Vec<UpstreamStatus>>,
     /// The client listen streams every upstream change goes to.
     pub(crate) listeners: Arc<Listeners>,
     /// Ends the standing upstream listens when the gateway goes.
@@ -120,6 +131,7 @@ impl Upstreams {
                 .collect(),
             separator: separator.to_owned(),
             catalogs: RwLock::default(),
+            statuses: std::sync::Mutex::default(),
             listeners,
             watching: tokio_util::sync::CancellationToken::new(),
         };
@@ -141,6 +153,11 @@ impl Upstreams {
         &self.connections[index]
     }
 
+    /// How each upstream answered the last listing, in configuration order.
+    pub(crate) fn statuses(&self) -> Vec<UpstreamStatus> {
+        self.statuses.lock().expect("statuses lock").clone()
+    }
+
     pub(crate) fn connections(&self) -> &[Arc<Connection>] {
         &self.connections
     }
@@ -150,8 +167,16 @@ impl Upstreams {
     pub(crate) async fn refresh(&self) {
         let mut session = Vec::with_capacity(self.connections.len());
         let mut stateless = Vec::with_capacity(self.connections.len());
+        let mut statuses = Vec::with_capacity(self.connections.len());
         for conn in &self.connections {
             let listed = list(conn, Era::Session).await;
+            statuses.push(UpstreamStatus {
+                name: conn.name().to_owned(),
+                tools: match (&listed.tools, &listed.error) {
+                    (Some((tools, _)), _) => Ok(tools.len()),
+                    (None, error) => Err(error.clone().unwrap_or_default()),
+                },
+            });
             let modern = if conn.has_stateless_connection() {
                 list(conn, Era::Stateless).await
             } else {
@@ -160,6 +185,7 @@ impl Upstreams {
             session.push(listed);
             stateless.push(modern);
         }
+        *self.statuses.lock().expect("statuses lock") = statuses;
         let mut catalogs = self.catalogs.write().await;
         catalogs.session = self.merged(&catalogs.session, session);
         catalogs.stateless = self.merged(&catalogs.stateless, stateless);
@@ -329,6 +355,10 @@ async fn list(conn: &Connection, era: Era) -> Listed {
         tracing::warn!(upstream = %conn.name(), ?era, error = %e, "cannot list tools");
     }
     Listed {
+        error: tools.as_ref().err().map(|e| match e {
+            UpstreamError::Unavailable { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        }),
         tools: tools.ok().map(|l| {
             let hint = CacheHint::of(&l);
             (l.items, hint)
