@@ -272,23 +272,28 @@ impl Gateway {
             Ok(done) => done.effect_id(),
             Err(e) => e.effect_id(),
         };
-        if let Some(effect) = effect {
+        // Nothing is formatted for a span no log line will show, or a trace nobody exports.
+        if let Some(effect) = effect
+            && !span.is_disabled()
+        {
             span.record("effect", effect.to_string());
         }
         span.in_scope(|| tracing::debug!(outcome, ms = took.as_millis() as u64, "tool call"));
-        let failure = match &answer {
-            Ok(Outcome::Failed { .. }) => Some("tool_error"),
-            Ok(Outcome::InDoubt { .. }) => Some("in_doubt"),
-            Ok(Outcome::Rejected { .. }) => Some("rejected"),
-            Ok(Outcome::Refused { .. }) => Some("upstream_error"),
-            Ok(_) => None,
-            Err(e) => Some(e.code()),
-        };
-        let mut attributes = vec![KeyValue::new("undolog.outcome", outcome)];
-        if let Some(effect) = effect {
-            attributes.push(KeyValue::new("undolog.effect.id", effect.to_string()));
+        if self.traces.exporting() {
+            let failure = match &answer {
+                Ok(Outcome::Failed { .. }) => Some("tool_error"),
+                Ok(Outcome::InDoubt { .. }) => Some("in_doubt"),
+                Ok(Outcome::Rejected { .. }) => Some("rejected"),
+                Ok(Outcome::Refused { .. }) => Some("upstream_error"),
+                Ok(_) => None,
+                Err(e) => Some(e.code()),
+            };
+            let mut attributes = vec![KeyValue::new("undolog.outcome", outcome)];
+            if let Some(effect) = effect {
+                attributes.push(KeyValue::new("undolog.effect.id", effect.to_string()));
+            }
+            traces::end_call(&trace, failure, attributes);
         }
-        traces::end_call(&trace, failure, attributes);
         // The catalog's tool names alone are labels: `tier` is known only for them.
         let tool = tier.map(|_| tool);
         self.metrics.call(tool, tier, &answer, took);

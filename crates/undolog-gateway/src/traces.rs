@@ -88,6 +88,11 @@ impl Traces {
         })
     }
 
+    /// Whether spans are exported at all.
+    pub(crate) fn exporting(&self) -> bool {
+        self.exporting.is_some()
+    }
+
     /// The server span of a tool call, as a context whose parent is the client's trace when its
     /// `_meta` names one. Without traces: the client's trace alone (for the log's trace id).
     pub(crate) fn tool_call(&self, request: &CallRequest<'_>) -> Context {

@@ -259,7 +259,11 @@ impl Connection {
         let Ok(parsed) = url::Url::parse(url) else {
             return said;
         };
-        let host = parsed.host_str().unwrap_or_default().to_owned();
+        // `[::1]` in a URL is `::1` to connect to.
+        let host = (parsed.host_str().unwrap_or_default())
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
         let port = parsed.port_or_known_default().unwrap_or(80);
         let probe = tokio::net::TcpStream::connect((host.as_str(), port));
         match tokio::time::timeout(Duration::from_secs(2), probe).await {
