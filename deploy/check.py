@@ -59,11 +59,12 @@ def compose() -> None:
         check("image" in service, f"{name}: names its image")
         image = service.get("image", "")
         check(":" in image and not image.endswith(":latest"), f"{name}: image {image!r} is pinned to a tag")
-        for dependency, condition in (service.get("depends_on") or {}).items() if isinstance(
-            service.get("depends_on"), dict
-        ) else ((d, None) for d in service.get("depends_on") or []):
+        depends = service.get("depends_on") or {}
+        if isinstance(depends, list):  # the short form: names alone
+            depends = {d: {} for d in depends}
+        for dependency, wanted in depends.items():
             check(dependency in services, f"{name}: depends on a service that exists ({dependency})")
-            condition = (condition or {}).get("condition") if isinstance(condition, dict) else None
+            condition = (wanted or {}).get("condition")
             if condition == "service_healthy":
                 check("healthcheck" in services.get(dependency, {}), f"{name}: {dependency} has the healthcheck it waits for")
             if condition == "service_completed_successfully":

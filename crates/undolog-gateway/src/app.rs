@@ -62,7 +62,8 @@ impl Gateway {
             config.limits.upstream_timeout,
         )
         .await;
-        let metrics = Arc::new(crate::metrics::Metrics::default());
+        let names = upstreams.connections().iter().map(|c| c.name());
+        let metrics = Arc::new(crate::metrics::Metrics::for_upstreams(names));
         metrics.follow(&engine);
         let batches = Arc::downgrade(&metrics);
         engine.observe_batches(Arc::new(move |size| {

@@ -26,6 +26,7 @@ use crate::{
     Error, Gateway,
     config::{ApprovalMode, TaskSupport},
     interceptors::{self, RequestVerdict, ResponseVerdict},
+    metrics::UpstreamOutcome,
     results,
     runs::CallSession,
     tasks::Start,
@@ -672,15 +673,17 @@ impl Gateway {
             tracing::info!(%effect_id, error = %e, "answer lost; the idempotent call is sent once more");
             answer = send().await;
         }
-        let failure = match &answer {
-            Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => Some("tool_error"),
-            Ok(_) => None,
-            Err(UpstreamError::Refused { .. }) => Some("upstream_error"),
-            Err(_) => Some("upstream_unavailable"),
+        let answered = match &answer {
+            Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => {
+                UpstreamOutcome::ToolError
+            }
+            Ok(_) => UpstreamOutcome::Answered,
+            Err(UpstreamError::Refused { .. }) => UpstreamOutcome::Refused,
+            Err(_) => UpstreamOutcome::Unavailable,
         };
-        let took = sent_at.elapsed();
-        (self.metrics).upstream(&conn.config.name, failure.unwrap_or("answered"), took);
+        self.metrics.upstream(upstream, answered, sent_at.elapsed());
         if let Some(cx) = traced {
+            let failure = (answered != UpstreamOutcome::Answered).then(|| answered.as_str());
             traces::end_call(&cx, failure, Vec::new());
         }
         let failed = |error: String, result: Option<Value>| Outcome::Failed {

@@ -90,6 +90,9 @@ pub(crate) struct Metrics {
     decision_latency: Histogram,
     approvals_pending: Gauge,
     upstream_durations: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
+    /// Per upstream (in configuration order), its histogram of each [`UpstreamOutcome`], made
+    /// once so that a call formats no label.
+    upstream_series: Vec<[Histogram; UpstreamOutcome::ALL.len()]>,
     upstream_connected: Family<UpstreamName, Gauge>,
     store_durations: Family<StoreLabels, Histogram, fn() -> Histogram>,
     undo_steps: Family<StepLabels, Counter>,
@@ -202,12 +205,44 @@ impl Default for Metrics {
             decision_latency,
             approvals_pending,
             upstream_durations,
+            upstream_series: Vec::new(),
             upstream_connected,
             store_durations,
             undo_steps,
             verdicts,
             interceptor_durations,
             batch_sizes,
+        }
+    }
+}
+
+/// How an upstream answered a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpstreamOutcome {
+    Answered,
+    /// It answered with `isError`.
+    ToolError,
+    /// It answered with a JSON-RPC error.
+    Refused,
+    /// No answer: not reached, timed out, or the connection broke.
+    Unavailable,
+}
+
+impl UpstreamOutcome {
+    const ALL: [UpstreamOutcome; 4] = [
+        UpstreamOutcome::Answered,
+        UpstreamOutcome::ToolError,
+        UpstreamOutcome::Refused,
+        UpstreamOutcome::Unavailable,
+    ];
+
+    /// The metric label, and the span's `error.type` when it failed.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            UpstreamOutcome::Answered => "answered",
+            UpstreamOutcome::ToolError => "tool_error",
+            UpstreamOutcome::Refused => "upstream_error",
+            UpstreamOutcome::Unavailable => "upstream_unavailable",
         }
     }
 }
@@ -262,13 +297,28 @@ impl Metrics {
         self.decision_latency.observe(waited.max(0) as f64 / 1000.0);
     }
 
-    /// An upstream answered (or did not) after `took`.
-    pub(crate) fn upstream(&self, upstream: &str, outcome: &'static str, took: Duration) {
-        let labels = UpstreamLabels {
-            upstream: upstream.to_owned(),
-            outcome,
-        };
-        (self.upstream_durations.get_or_create(&labels)).observe(took.as_secs_f64());
+    /// The same, with the series of these upstreams (in configuration order) made now.
+    pub(crate) fn for_upstreams<'a>(names: impl Iterator<Item = &'a str>) -> Metrics {
+        let mut metrics = Metrics::default();
+        metrics.upstream_series = names
+            .map(|name| {
+                UpstreamOutcome::ALL.map(|outcome| {
+                    let labels = UpstreamLabels {
+                        upstream: name.to_owned(),
+                        outcome: outcome.as_str(),
+                    };
+                    metrics.upstream_durations.get_or_create(&labels).clone()
+                })
+            })
+            .collect();
+        metrics
+    }
+
+    /// Upstream `index` answered (or did not) after `took`.
+    pub(crate) fn upstream(&self, index: usize, outcome: UpstreamOutcome, took: Duration) {
+        if let Some(series) = self.upstream_series.get(index) {
+            series[outcome as usize].observe(took.as_secs_f64());
+        }
     }
 
     /// Whether the gateway holds a connection to `upstream` now (set at every scrape).

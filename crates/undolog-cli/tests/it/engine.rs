@@ -1,6 +1,6 @@
 //! `undolog engine`, run as a user runs it: the engine alone over gRPC.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::json;
 use undolog_gateway::grpc::proto::{
@@ -8,7 +8,7 @@ use undolog_gateway::grpc::proto::{
     intercept_reply::Decision,
 };
 
-use crate::gateway::{Killed, free_port};
+use crate::gateway::{free_port, listening};
 
 #[test]
 fn engine_serves_grpc_on_loopback_and_refuses_a_public_address_without_keys() {
@@ -23,20 +23,7 @@ fn engine_serves_grpc_on_loopback_and_refuses_a_public_address_without_keys() {
     assert!(said.contains("no API keys exist"), "{said}");
 
     let port = free_port();
-    let _engine = Killed(
-        Command::new(env!("CARGO_BIN_EXE_undolog"))
-            .args([
-                "engine",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--store",
-                &store,
-            ])
-            .current_dir(dir.path())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _engine = listening("engine", port, &store, dir.path());
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let url = format!("http://127.0.0.1:{port}");

@@ -43,6 +43,19 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
+/// `undolog COMMAND --listen 127.0.0.1:PORT --store STORE` in `dir`, its stderr dropped.
+pub(crate) fn listening(command: &str, port: u16, store: &str, dir: &Path) -> Killed {
+    let listen = format!("127.0.0.1:{port}");
+    Killed(
+        Command::new(env!("CARGO_BIN_EXE_undolog"))
+            .args([command, "--listen", &listen, "--store", store])
+            .current_dir(dir)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 pub(crate) fn wait_healthy(base: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
@@ -75,20 +88,7 @@ fn serve_with_no_configuration_runs_the_demo_bank_and_keys_close_open_mode() {
     let store = format!("sqlite://{}", dir.path().join("undolog.db").display());
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
-    let gateway = Killed(
-        Command::new(env!("CARGO_BIN_EXE_undolog"))
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--store",
-                &store,
-            ])
-            .current_dir(dir.path())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let gateway = listening("serve", port, &store, dir.path());
     wait_healthy(&base);
     let url = format!("{base}/mcp/tool_call");
     let body = r#"{"name": "transfer", "arguments": {"from_account": "alice", "to_account": "bob", "amount": 5}}"#;

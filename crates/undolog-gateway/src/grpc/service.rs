@@ -6,17 +6,17 @@ use std::{pin::Pin, sync::Arc};
 
 use futures::{Stream, StreamExt};
 use serde_json::{Map, Value};
-use tokio_stream::wrappers::{BroadcastStream, ReceiverStream, errors::BroadcastStreamRecvError};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use undolog_engine::{Compensated, Compensator, Intercept, Rejection, Resolution};
 use undolog_store::{Compensation, Effect as EffectRecord};
-use undolog_types::{ApprovalId, ApprovalState, EffectId, Role, Tier};
+use undolog_types::{ApprovalId, ApprovalState, EffectId, Tier};
 
 use super::{proto, status::status};
 use crate::{
     Error, Gateway, Principal,
     compensate::UpstreamCompensator,
-    http::{admin, sdk},
+    http::{admin, events, sdk},
 };
 
 /// The service, over the gateway that holds the engine, its store and its credentials.
@@ -163,9 +163,26 @@ fn approval(record: &undolog_store::Approval) -> proto::Approval {
 }
 
 impl EngineService {
+    /// Approve or Deny: the HTTP routes' own decision.
+    async fn decide(
+        &self,
+        request: Request<proto::DecideRequest>,
+        verdict: fn(Option<String>) -> admin::Verdict,
+    ) -> Reply<proto::ApprovalReply> {
+        let principal = self.principal(&request).await?;
+        let request = request.into_inner();
+        let approval_id: ApprovalId = id("approval", &request.approval_id).map_err(status)?;
+        let verdict = verdict(request.reason);
+        let decided = admin::decide(&self.gateway, &principal, approval_id, verdict)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(proto::ApprovalReply {
+            approval: Some(approval(&decided)),
+        }))
+    }
+
     async fn effect_reply(&self, principal: &Principal, id: EffectId) -> Reply<proto::EffectReply> {
-        let record =
-            (self.gateway.engine.effect(&principal.org, id).await).map_err(|e| status(e.into()))?;
+        let record = (self.gateway.engine.effect(&principal.org, id).await).map_err(status)?;
         Ok(Response::new(proto::EffectReply {
             effect: Some(effect(&record)),
         }))
@@ -196,7 +213,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
             .engine
             .commit(&principal.org, effect_id, result)
             .await)
-            .map_err(|e| status(e.into()))?;
+            .map_err(status)?;
         self.effect_reply(&principal, effect_id).await
     }
 
@@ -204,44 +221,20 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let principal = self.principal(&request).await?;
         let request = request.into_inner();
         let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
-        (self
+        let failed = self
             .gateway
             .engine
-            .fail(&principal.org, effect_id, request.error)
-            .await)
-            .map_err(|e| status(e.into()))?;
+            .fail(&principal.org, effect_id, request.error);
+        failed.await.map_err(status)?;
         self.effect_reply(&principal, effect_id).await
     }
 
     async fn approve(&self, request: Request<proto::DecideRequest>) -> Reply<proto::ApprovalReply> {
-        let principal = self.principal(&request).await?;
-        let request = request.into_inner();
-        let by = admin::decider(&self.gateway, &principal, "approving a call").map_err(status)?;
-        let approval_id: ApprovalId = id("approval", &request.approval_id).map_err(status)?;
-        let approved = (self.gateway.engine)
-            .approve(&principal.org, approval_id, &by, request.reason)
-            .await
-            .map_err(|e| status(e.into()))?;
-        self.gateway.metrics.decided(true, approved.requested_at);
-        Ok(Response::new(proto::ApprovalReply {
-            approval: Some(approval(&approved)),
-        }))
+        self.decide(request, admin::Verdict::Approve).await
     }
 
     async fn deny(&self, request: Request<proto::DecideRequest>) -> Reply<proto::ApprovalReply> {
-        let principal = self.principal(&request).await?;
-        let request = request.into_inner();
-        let by = admin::decider(&self.gateway, &principal, "denying a call").map_err(status)?;
-        let approval_id: ApprovalId = id("approval", &request.approval_id).map_err(status)?;
-        let reason = admin::denial_reason(request.reason).map_err(status)?;
-        let denied = (self.gateway.engine)
-            .deny(&principal.org, approval_id, &by, reason)
-            .await
-            .map_err(|e| status(e.into()))?;
-        self.gateway.metrics.decided(false, denied.requested_at);
-        Ok(Response::new(proto::ApprovalReply {
-            approval: Some(approval(&denied)),
-        }))
+        self.decide(request, admin::Verdict::Deny).await
     }
 
     async fn list_approvals(
@@ -250,16 +243,15 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     ) -> Reply<proto::ApprovalList> {
         let principal = self.principal(&request).await?;
         let state = match request.into_inner().state {
-            None => Some(ApprovalState::Pending),
-            Some(text) => Some(text.parse::<ApprovalState>().map_err(|_| {
-                status(Error::BadRequest(format!(
-                    "state {text:?} is not an approval state; use pending, approved, denied, \
-                     expired or withdrawn"
-                )))
-            })?),
+            None => ApprovalState::Pending,
+            Some(text) => admin::approval_state(&text).map_err(status)?,
         };
-        let approvals = (self.gateway.engine.approvals(&principal.org, state).await)
-            .map_err(|e| status(e.into()))?;
+        let approvals = (self
+            .gateway
+            .engine
+            .approvals(&principal.org, Some(state))
+            .await)
+            .map_err(status)?;
         Ok(Response::new(proto::ApprovalList {
             approvals: approvals.iter().map(approval).collect(),
         }))
@@ -269,9 +261,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
 
     async fn undo(&self, request: Request<proto::UndoRequest>) -> Reply<Self::UndoStream> {
         let principal = self.principal(&request).await?;
-        principal
-            .require(Role::Admin, "undoing a session")
-            .map_err(status)?;
+        admin::may_undo(&principal).map_err(status)?;
         let session = admin::session_id(&request.into_inner().session_id).map_err(status)?;
         let (updates, heard) = tokio::sync::mpsc::channel(16);
         let gateway = self.gateway.clone();
@@ -280,26 +270,17 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
                 inner: UpstreamCompensator { gateway: &gateway },
                 updates: updates.clone(),
             };
-            let report = gateway
-                .engine
-                .undo(&principal.org, &session, &compensator)
-                .await;
-            let last = match report {
-                Ok(report) => {
-                    for step in &report.steps {
-                        gateway.metrics.undo_step(&step.outcome);
-                    }
-                    let json = serde_json::to_value(&report).unwrap_or(Value::Null);
-                    Ok(proto::UndoUpdate {
-                        update: Some(proto::undo_update::Update::Done(proto::UndoReport {
-                            session_id: report.session.to_string(),
-                            state: named(&json, "state"),
-                            report_json: json.to_string(),
-                        })),
-                    })
+            let report = admin::undo_session(&gateway, &principal, &session, &compensator).await;
+            let last = report.map_err(status).map(|report| {
+                let json = serde_json::to_value(&report).unwrap_or(Value::Null);
+                proto::UndoUpdate {
+                    update: Some(proto::undo_update::Update::Done(proto::UndoReport {
+                        session_id: report.session.to_string(),
+                        state: named(&json, "state"),
+                        report_json: json.to_string(),
+                    })),
                 }
-                Err(e) => Err(status(e.into())),
-            };
+            });
             let _ = updates.send(last).await;
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(heard))))
@@ -310,8 +291,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         request: Request<proto::ListInDoubtRequest>,
     ) -> Reply<proto::EffectList> {
         let principal = self.principal(&request).await?;
-        let effects =
-            (self.gateway.engine.in_doubt(&principal.org).await).map_err(|e| status(e.into()))?;
+        let effects = (self.gateway.engine.in_doubt(&principal.org).await).map_err(status)?;
         Ok(Response::new(proto::EffectList {
             effects: effects.iter().map(effect).collect(),
         }))
@@ -323,9 +303,6 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     ) -> Reply<proto::EffectReply> {
         use proto::resolve_request::Verdict;
         let principal = self.principal(&request).await?;
-        principal
-            .require(Role::Admin, "resolving an in-doubt effect")
-            .map_err(status)?;
         let request = request.into_inner();
         let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
         let resolution = match request.verdict {
@@ -340,11 +317,9 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
                 )));
             }
         };
-        (self.gateway.engine)
-            .resolve_in_doubt(&principal.org, effect_id, resolution, principal.actor())
+        admin::resolve_effect(&self.gateway, &principal, effect_id, resolution)
             .await
-            .map_err(|e| status(e.into()))?;
-        tracing::info!(effect = %effect_id, by = %principal.actor(), "in-doubt effect resolved");
+            .map_err(status)?;
         self.effect_reply(&principal, effect_id).await
     }
 
@@ -352,24 +327,12 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
 
     async fn events(&self, request: Request<proto::EventsRequest>) -> Reply<Self::EventsStream> {
         let org = self.principal(&request).await?.org;
-        let events =
-            BroadcastStream::new(self.gateway.engine.subscribe()).filter_map(move |event| {
-                let org = org.clone();
-                async move {
-                    let json = match event {
-                        Ok(event) if *event.org() == org => serde_json::to_value(&event).ok()?,
-                        Ok(_) => return None,
-                        // A slow reader missed events: say so, so it knows to read the state again.
-                        Err(BroadcastStreamRecvError::Lagged(missed)) => {
-                            serde_json::json!({"type": "lagged", "missed": missed})
-                        }
-                    };
-                    Some(Ok(proto::Event {
-                        r#type: named(&json, "type"),
-                        event_json: json.to_string(),
-                    }))
-                }
-            });
+        let events = events::of_org(&self.gateway, org).map(|(name, json)| {
+            Ok(proto::Event {
+                r#type: name,
+                event_json: json.to_string(),
+            })
+        });
         Ok(Response::new(Box::pin(events)))
     }
 }

@@ -7,7 +7,8 @@ use tonic::{Code, Status, metadata::MetadataValue};
 
 use crate::Error;
 
-pub(crate) fn status(error: Error) -> Status {
+pub(crate) fn status(error: impl Into<Error>) -> Status {
+    let error = error.into();
     let code = match error.status() {
         StatusCode::BAD_REQUEST
         | StatusCode::UNPROCESSABLE_ENTITY

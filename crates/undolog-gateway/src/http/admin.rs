@@ -70,16 +70,32 @@ pub(crate) async fn undo(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<UndoReport> {
-    principal.require(Role::Admin, "undoing a session")?;
+    may_undo(&principal)?;
     let id = session_id(&id)?;
     let compensator = UpstreamCompensator { gateway: &gateway };
-    let report = (gateway.engine)
-        .undo(&principal.org, &id, &compensator)
-        .await?;
+    Ok(Json(
+        undo_session(&gateway, &principal, &id, &compensator).await?,
+    ))
+}
+
+/// Undoing a session takes an admin (on every surface).
+pub(crate) fn may_undo(principal: &Principal) -> std::result::Result<(), Error> {
+    principal.require(Role::Admin, "undoing a session")
+}
+
+/// Undoes session `id` of the principal's org through `compensator`, and counts its steps. The
+/// caller has asked [`may_undo`] first.
+pub(crate) async fn undo_session(
+    gateway: &Gateway,
+    principal: &Principal,
+    id: &SessionId,
+    compensator: &dyn undolog_engine::Compensator,
+) -> std::result::Result<UndoReport, Error> {
+    let report = gateway.engine.undo(&principal.org, id, compensator).await?;
     for step in &report.steps {
         gateway.metrics.undo_step(&step.outcome);
     }
-    Ok(Json(report))
+    Ok(report)
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,16 +108,7 @@ pub(crate) async fn approvals(
     Extension(principal): Extension<Principal>,
     Query(filter): Query<ApprovalFilter>,
 ) -> Result<Vec<Approval>> {
-    let state = filter
-        .status
-        .map(|s| {
-            s.parse::<ApprovalState>().map_err(|_| {
-                Error::BadRequest(format!(
-                    "status {s:?} is not an approval state; use pending, approved, denied or expired"
-                ))
-            })
-        })
-        .transpose()?;
+    let state = filter.status.as_deref().map(approval_state).transpose()?;
     Ok(Json(gateway.engine.approvals(&principal.org, state).await?))
 }
 
@@ -122,7 +129,7 @@ pub(crate) struct Decision {
 
 /// Who decides, for the engine's four-eyes check: an approver's own calls are never theirs to
 /// decide, unless the setup allows it (or it is open mode's single local operator).
-pub(crate) fn decider(
+fn decider(
     gateway: &Gateway,
     principal: &Principal,
     action: &str,
@@ -135,28 +142,24 @@ pub(crate) fn decider(
     })
 }
 
+/// An approval state named by a client.
+pub(crate) fn approval_state(text: &str) -> std::result::Result<ApprovalState, Error> {
+    text.parse().map_err(|_| {
+        Error::BadRequest(format!(
+            "{text:?} is not an approval state; use pending, approved, denied, expired or withdrawn"
+        ))
+    })
+}
+
 pub(crate) async fn approve(
     State(gateway): State<Arc<Gateway>>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     JsonBody(decision): JsonBody<Decision>,
 ) -> Result<Approval> {
-    let by = decider(&gateway, &principal, "approving a call")?;
     let id: ApprovalId = parse_id("approval", &id)?;
-    let reason = decision.reason;
-    let approved = gateway
-        .engine
-        .approve(&principal.org, id, &by, reason)
-        .await?;
-    gateway.metrics.decided(true, approved.requested_at);
-    Ok(Json(approved))
-}
-
-/// A denial's reason, which the agent is told: required, and not blank.
-pub(crate) fn denial_reason(reason: Option<String>) -> std::result::Result<String, Error> {
-    reason.filter(|r| !r.trim().is_empty()).ok_or_else(|| {
-        Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into())
-    })
+    let verdict = Verdict::Approve(decision.reason);
+    Ok(Json(decide(&gateway, &principal, id, verdict).await?))
 }
 
 pub(crate) async fn deny(
@@ -165,12 +168,43 @@ pub(crate) async fn deny(
     Path(id): Path<String>,
     JsonBody(decision): JsonBody<Decision>,
 ) -> Result<Approval> {
-    let by = decider(&gateway, &principal, "denying a call")?;
     let id: ApprovalId = parse_id("approval", &id)?;
-    let reason = denial_reason(decision.reason)?;
-    let denied = gateway.engine.deny(&principal.org, id, &by, reason).await?;
-    gateway.metrics.decided(false, denied.requested_at);
-    Ok(Json(denied))
+    let verdict = Verdict::Deny(decision.reason);
+    Ok(Json(decide(&gateway, &principal, id, verdict).await?))
+}
+
+/// What a person says of a held call, with their reason (required to deny: the agent is told).
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    Approve(Option<String>),
+    Deny(Option<String>),
+}
+
+/// Decides held call `id` on any surface: an approver, never of their own call (four eyes),
+/// and counted.
+pub(crate) async fn decide(
+    gateway: &Gateway,
+    principal: &Principal,
+    id: ApprovalId,
+    verdict: Verdict,
+) -> std::result::Result<Approval, Error> {
+    let (org, engine) = (&principal.org, &gateway.engine);
+    let approving = matches!(verdict, Verdict::Approve(_));
+    let decided = match verdict {
+        Verdict::Approve(reason) => {
+            let by = decider(gateway, principal, "approving a call")?;
+            engine.approve(org, id, &by, reason).await?
+        }
+        Verdict::Deny(reason) => {
+            let by = decider(gateway, principal, "denying a call")?;
+            let reason = reason.filter(|r| !r.trim().is_empty()).ok_or_else(|| {
+                Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into())
+            })?;
+            engine.deny(org, id, &by, reason).await?
+        }
+    };
+    gateway.metrics.decided(approving, decided.requested_at);
+    Ok(decided)
 }
 
 pub(crate) async fn effect(
@@ -202,18 +236,28 @@ pub(crate) async fn resolve(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ResolveBody>,
 ) -> Result<Value> {
-    principal.require(Role::Admin, "resolving an in-doubt effect")?;
     let id: EffectId = parse_id("effect", &id)?;
     let resolution = match body {
         ResolveBody::Committed { result } => Resolution::Committed(result),
         ResolveBody::Failed { error } => Resolution::Failed(error),
     };
-    gateway
-        .engine
-        .resolve_in_doubt(&principal.org, id, resolution, principal.actor())
-        .await?;
-    tracing::info!(effect = %id, by = %principal.actor(), "in-doubt effect resolved");
+    resolve_effect(&gateway, &principal, id, resolution).await?;
     Ok(Json(
         json!({ "effect_id": id.to_string(), "resolved": true, "resolved_by": principal.actor() }),
     ))
+}
+
+/// Records what happened to in-doubt effect `id` on any surface: an admin, who is recorded.
+pub(crate) async fn resolve_effect(
+    gateway: &Gateway,
+    principal: &Principal,
+    id: EffectId,
+    resolution: Resolution,
+) -> std::result::Result<(), Error> {
+    principal.require(Role::Admin, "resolving an in-doubt effect")?;
+    (gateway.engine)
+        .resolve_in_doubt(&principal.org, id, resolution, principal.actor())
+        .await?;
+    tracing::info!(effect = %id, by = %principal.actor(), "in-doubt effect resolved");
+    Ok(())
 }

@@ -12,29 +12,36 @@ use axum::{
 use futures::{Stream, StreamExt};
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
+use serde_json::Value;
+use undolog_types::OrgId;
+
 use crate::{Gateway, Principal};
 
 pub(crate) async fn stream(
     State(gateway): State<Arc<Gateway>>,
     Extension(principal): Extension<Principal>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let org = principal.org;
-    let events = BroadcastStream::new(gateway.engine.subscribe()).filter_map(move |event| {
+    let events = of_org(&gateway, principal.org)
+        .map(|(name, json)| Ok(SseEvent::default().event(name).data(json.to_string())));
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// The engine's events of `org` alone, each with its type, as JSON (every surface streams
+/// these). A reader too slow to keep up hears `lagged` with how many it missed, so a live view
+/// knows to read the state again.
+pub(crate) fn of_org(gateway: &Gateway, org: OrgId) -> impl Stream<Item = (String, Value)> + use<> {
+    BroadcastStream::new(gateway.engine.subscribe()).filter_map(move |event| {
         let org = org.clone();
         async move {
-            match event {
-                Ok(event) if *event.org() == org => {
-                    let json = serde_json::to_value(&event).ok()?;
-                    let name = json.get("type")?.as_str()?.to_owned();
-                    Some(Ok(SseEvent::default().event(name).data(json.to_string())))
+            let json = match event {
+                Ok(event) if *event.org() == org => serde_json::to_value(&event).ok()?,
+                Ok(_) => return None,
+                Err(BroadcastStreamRecvError::Lagged(missed)) => {
+                    serde_json::json!({"type": "lagged", "missed": missed})
                 }
-                Ok(_) => None,
-                // A slow reader missed events: say so, so a live view knows to reload.
-                Err(BroadcastStreamRecvError::Lagged(missed)) => Some(Ok(SseEvent::default()
-                    .event("lagged")
-                    .data(format!("{{\"missed\":{missed}}}")))),
-            }
+            };
+            let name = json.get("type")?.as_str()?.to_owned();
+            Some((name, json))
         }
-    });
-    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    })
 }

@@ -8,7 +8,7 @@
 pub(crate) mod admin;
 mod body;
 mod dashboard;
-mod events;
+pub(crate) mod events;
 mod framing;
 mod health;
 mod mcp_sessions;
