@@ -208,18 +208,7 @@ impl Engine {
     /// Refuses a call the engine would refuse to record: no tool name, an empty idempotency key,
     /// arguments over the limit.
     pub fn validate(&self, call: &Call) -> Result<(), Error> {
-        if call.tool.is_empty() {
-            return Err(Error::EmptyToolName);
-        }
-        if call.idempotency_key.as_deref() == Some("") {
-            return Err(Error::EmptyIdempotencyKey);
-        }
-        let len = call.args.canonical().len();
-        let limit = self.inner.config.max_args_bytes;
-        if len > limit {
-            return Err(Error::ArgsTooLarge { len, limit });
-        }
-        Ok(())
+        validate(&self.inner.config, call)
     }
 
     /// One look at the store under the call's lock: in a batch shared with the calls that arrive
@@ -687,4 +676,22 @@ impl Engine {
             .await?
             .ok_or(Error::UnknownEffect(id))
     }
+}
+
+/// Refuses a call an engine with `config` would refuse to record: no tool name, an empty
+/// idempotency key, arguments over the limit. A gateway asking an engine elsewhere checks this
+/// before anything runs.
+pub fn validate(config: &EngineConfig, call: &Call) -> Result<(), Error> {
+    if call.tool.is_empty() {
+        return Err(Error::EmptyToolName);
+    }
+    if call.idempotency_key.as_deref() == Some("") {
+        return Err(Error::EmptyIdempotencyKey);
+    }
+    let len = call.args.canonical().len();
+    let limit = config.max_args_bytes;
+    if len > limit {
+        return Err(Error::ArgsTooLarge { len, limit });
+    }
+    Ok(())
 }

@@ -33,7 +33,7 @@ pub use call::{Call, ToolPolicy};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::EngineConfig;
 pub use core::{Decider, ReadOutcome, Resolution};
-pub use engine::{BatchObserver, Engine};
+pub use engine::{BatchObserver, Engine, validate};
 pub use error::Error;
 pub use events::Event;
 pub use executor::Health;

@@ -1,11 +1,11 @@
 //! What `intercept` answers.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use undolog_types::{ApprovalId, EffectId, SessionState, Timestamp};
 
 /// The engine's answer to one intercepted call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Intercept {
     /// Run the tool now, then `commit` or `fail` this effect before the lease runs out.
@@ -37,7 +37,7 @@ pub enum Intercept {
 }
 
 /// Why a call will not run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Rejection {
     /// A person denied this exact call.

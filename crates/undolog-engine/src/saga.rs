@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use undolog_store::{Effect, Lease};
 use undolog_types::{EffectId, OrgId, SessionId, SessionState};
@@ -22,7 +22,7 @@ pub trait Compensator: Send + Sync {
 }
 
 /// A compensation that succeeded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Compensated {
     /// The compensating action ran; this is what it returned.
@@ -32,7 +32,7 @@ pub enum Compensated {
 }
 
 /// What an undo did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UndoReport {
     pub session: SessionId,
     /// `compensated`, or `compensation_failed` with the failing step in `steps`.
@@ -43,7 +43,7 @@ pub struct UndoReport {
     pub not_undoable: Vec<EffectId>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UndoStep {
     pub effect_id: EffectId,
     pub tool: String,
@@ -51,7 +51,7 @@ pub struct UndoStep {
     pub outcome: StepOutcome,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StepOutcome {
     Compensated { detail: Compensated },

@@ -3,7 +3,7 @@
 //! [`Engine::record_undo_step`] records one step's outcome under that claim, newest first, each
 //! in one transaction, and closes the session after the last step (or at the first failure).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use undolog_store::{Compensation, Effect};
 use undolog_types::{EffectId, OrgId, SessionId, SessionState};
@@ -11,7 +11,7 @@ use undolog_types::{EffectId, OrgId, SessionId, SessionState};
 use crate::{Engine, Error, StepOutcome, core};
 
 /// The saga a caller is to run: compensate `steps` in this order, then nothing else.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UndoPlanned {
     pub session: SessionId,
     /// `compensating`, or `compensated` at once when there is nothing to compensate.
@@ -25,7 +25,7 @@ pub struct UndoPlanned {
 }
 
 /// One compensation to run: the original call and what it returned.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlannedStep {
     pub effect_id: EffectId,
     pub tool: String,
@@ -35,7 +35,7 @@ pub struct PlannedStep {
 }
 
 /// Where an undo run by the caller stands after one recorded step.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UndoProgress {
     pub session: SessionId,
     /// `compensating` while steps remain; then `compensated`, or `compensation_failed`.

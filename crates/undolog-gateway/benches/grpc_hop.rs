@@ -34,7 +34,7 @@ async fn in_process(gateway: &Gateway) {
         ToolPolicy::new(Tier::Compensable),
     )
     .with_caller("local operator");
-    let engine = gateway.engine();
+    let engine = gateway.engine().expect("a local engine");
     let Intercept::Execute { effect_id, .. } = engine.intercept(call).await.unwrap() else {
         panic!("a new call runs");
     };
@@ -61,6 +61,7 @@ async fn over_grpc(mut client: EffectEngineClient<Channel>) {
     let commit = CommitRequest {
         effect_id: run.effect_id,
         result_json: json!({"paid": n}).to_string(),
+        verdicts_json: None,
     };
     client.commit(commit).await.unwrap();
 }

@@ -8,16 +8,21 @@ use tokio::net::TcpListener;
 use undolog_engine::{Engine, EngineConfig};
 use undolog_store::Store;
 
-use crate::{Error, GatewayConfig, Principal, http, mcp::McpFront, upstream::Upstreams};
+use crate::{
+    Error, GatewayConfig, Principal, engine_link::EngineLink, grpc::client::RemoteEngine, http,
+    mcp::McpFront, upstream::Upstreams,
+};
 
 /// The running gateway's shared state. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct Gateway {
     pub(crate) config: GatewayConfig,
-    pub(crate) engine: Engine,
+    /// Its own, or the one it asks over gRPC (`[engine]`).
+    pub(crate) engine: EngineLink,
     pub(crate) upstreams: Upstreams,
     pub(crate) interceptors: Arc<crate::interceptors::Interceptors>,
-    pub(crate) store: Arc<dyn Store>,
+    /// `None` in front of a remote engine, which holds the store.
+    pub(crate) store: Option<Arc<dyn Store>>,
     pub(crate) key_cache: crate::auth::KeyCache,
     /// The calls this gateway runs as tasks.
     pub(crate) tasks: crate::tasks::Tasks,
@@ -28,8 +33,13 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Opens the store the configuration names and connects to the upstreams.
+    /// Opens the store the configuration names (or dials the engine it names) and connects to
+    /// the upstreams.
     pub async fn build(config: GatewayConfig) -> Result<Arc<Gateway>, Error> {
+        if let Some(url) = config.engine.clone() {
+            let remote = RemoteEngine::connect(&url, engine_config(&config))?;
+            return Gateway::assemble(config, EngineLink::Remote(remote), None).await;
+        }
         let store = undolog_store::open_with(&config.store, &config.store_pool)
             .await
             .map_err(|e| Error::Startup(e.to_string()))?;
@@ -42,20 +52,15 @@ impl Gateway {
         config: GatewayConfig,
         store: Arc<dyn Store>,
     ) -> Result<Arc<Gateway>, Error> {
-        let engine_config = EngineConfig {
-            approval_timeout: config.approvals.timeout,
-            // Renewed while the tool runs (Engine::while_running): it runs out only if we die.
-            lease: config.executor.lease,
-            heartbeat: config.executor.heartbeat,
-            executor_timeout: config.executor.dead_after,
-            wait_timeout: config.limits.identical_call_wait,
-            // A compensation may run as long as the upstream timeout; the claim is renewed at
-            // every step, and ends at once if this process is taken for dead.
-            undo_claim: (config.limits.upstream_timeout * 4)
-                .max(EngineConfig::default().undo_claim),
-            ..EngineConfig::default()
-        };
-        let engine = Engine::new(store.clone(), engine_config);
+        let engine = Engine::new(store.clone(), engine_config(&config));
+        Gateway::assemble(config, EngineLink::Local(engine), Some(store)).await
+    }
+
+    async fn assemble(
+        config: GatewayConfig,
+        engine: EngineLink,
+        store: Option<Arc<dyn Store>>,
+    ) -> Result<Arc<Gateway>, Error> {
         let upstreams = Upstreams::start(
             &config.upstreams,
             &config.prefix_separator,
@@ -64,13 +69,15 @@ impl Gateway {
         .await;
         let names = upstreams.connections().iter().map(|c| c.name());
         let metrics = Arc::new(crate::metrics::Metrics::for_upstreams(names));
-        metrics.follow(&engine);
-        let batches = Arc::downgrade(&metrics);
-        engine.observe_batches(Arc::new(move |size| {
-            if let Some(metrics) = batches.upgrade() {
-                metrics.batch(size);
-            }
-        }));
+        if let Some(engine) = engine.local() {
+            metrics.follow(engine);
+            let batches = Arc::downgrade(&metrics);
+            engine.observe_batches(Arc::new(move |size| {
+                if let Some(metrics) = batches.upgrade() {
+                    metrics.batch(size);
+                }
+            }));
+        }
         let interceptors =
             crate::interceptors::Interceptors::start(&config, &upstreams, metrics.clone());
         let interceptors = Arc::new(interceptors.await?);
@@ -79,9 +86,10 @@ impl Gateway {
         }
         let oauth = config.oauth.clone().map(crate::oauth::OAuth::new);
         // OpenTelemetry's name of the database system.
-        let system = match store.backend() {
-            "postgres" => "postgresql",
-            other => other,
+        let system = match store.as_ref().map(|s| s.backend()) {
+            Some("postgres") => "postgresql",
+            Some(other) => other,
+            None => "undolog",
         };
         let traces = crate::traces::Traces::start(config.traces.as_ref(), system)?;
         Ok(Arc::new(Gateway {
@@ -102,8 +110,9 @@ impl Gateway {
         &self.config
     }
 
-    pub fn engine(&self) -> &Engine {
-        &self.engine
+    /// Its engine, unless it asks one in another process.
+    pub fn engine(&self) -> Option<&Engine> {
+        self.engine.local()
     }
 
     /// How each upstream answered at start-up (or its last listing): how many tools, or why not.
@@ -111,8 +120,26 @@ impl Gateway {
         self.upstreams.statuses()
     }
 
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+    /// Its store, unless it asks an engine in another process.
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        self.store.as_ref()
+    }
+}
+
+/// The engine's settings from the gateway's configuration (a remote engine's are its own; these
+/// are what a gateway in front of it leases and waits by).
+fn engine_config(config: &GatewayConfig) -> EngineConfig {
+    EngineConfig {
+        approval_timeout: config.approvals.timeout,
+        // Renewed while the tool runs (Engine::while_running): it runs out only if we die.
+        lease: config.executor.lease,
+        heartbeat: config.executor.heartbeat,
+        executor_timeout: config.executor.dead_after,
+        wait_timeout: config.limits.identical_call_wait,
+        // A compensation may run as long as the upstream timeout; the claim is renewed at
+        // every step, and ends at once if this process is taken for dead.
+        undo_claim: (config.limits.upstream_timeout * 4).max(EngineConfig::default().undo_claim),
+        ..EngineConfig::default()
     }
 }
 
@@ -174,15 +201,38 @@ impl Gateway {
             .local_addr()
             .map_err(|e| Error::Startup(format!("cannot read the listening address: {e}")))?;
         self.refuse_open_beyond_loopback(addr).await?;
-        self.start_executor_at(addr).await?;
+        // In front of a remote engine, the engine's process is the executor that keeps leases.
+        if self.engine.local().is_some() {
+            self.start_executor_at(addr).await?;
+        }
         Ok(addr)
     }
 
     /// Open mode serves one machine only: beyond loopback, a key or `[oauth]` must exist first.
     async fn refuse_open_beyond_loopback(&self, addr: std::net::SocketAddr) -> Result<(), Error> {
-        let has_keys =
-            (self.store.has_api_keys().await).map_err(|e| Error::Startup(e.to_string()))?;
-        if !addr.ip().is_loopback() && !has_keys && self.oauth.is_none() {
+        if addr.ip().is_loopback() || self.oauth.is_some() {
+            return Ok(());
+        }
+        let open = match (&self.store, &self.engine) {
+            (Some(store), _) => {
+                !(store.has_api_keys().await).map_err(|e| Error::Startup(e.to_string()))?
+            }
+            // The engine says whether no credential is needed.
+            (None, EngineLink::Remote(remote)) => {
+                match remote.authenticate(Default::default()).await {
+                    Ok(_) => true,
+                    Err(Error::EngineUnreachable { url, reason }) => {
+                        return Err(Error::Startup(format!(
+                            "the engine at {url} cannot be reached ({reason}); start it first \
+                             (`undolog engine --listen …`)"
+                        )));
+                    }
+                    Err(_) => false,
+                }
+            }
+            (None, EngineLink::Local(_)) => false,
+        };
+        if open {
             return Err(Error::Startup(format!(
                 "refusing to listen on {addr}: no API keys exist, so anyone who can reach this \
                  address would act as org `default`. Create a key first (`undolog keys create \
@@ -207,12 +257,15 @@ impl Gateway {
     /// Records this process as an executor named `name` and starts its heartbeat (the engine
     /// logs the calls of a previous process of that name, now in doubt).
     async fn start_executor(&self, name: &str) -> Result<(), Error> {
-        self.engine.start_executor(name).await.map_err(|e| {
+        let Some(engine) = self.engine.local() else {
+            return Ok(());
+        };
+        engine.start_executor(name).await.map_err(|e| {
             Error::Startup(format!(
                 "the store did not take this gateway's first heartbeat: {e}"
             ))
         })?;
-        tracing::info!(executor = %self.engine.config().executor_id, name, "executor started");
+        tracing::info!(executor = %engine.config().executor_id, name, "executor started");
         Ok(())
     }
 }

@@ -28,7 +28,12 @@ use rand::RngCore;
 use undolog_store::{ApiKey, Store};
 use undolog_types::{OrgId, Role, Timestamp};
 
-use crate::{Error, Gateway, oauth::Challenge};
+use crate::{
+    Error, Gateway,
+    engine_link::EngineLink,
+    grpc::client::{Presented, RemoteEngine, presenting},
+    oauth::Challenge,
+};
 
 /// Who a request acts for: its org, what its role allows, and what proved it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +41,8 @@ pub struct Principal {
     pub org: OrgId,
     pub role: Role,
     pub credential: Credential,
+    /// What the client sent, for a gateway in front of a remote engine to pass on.
+    pub(crate) presented: Presented,
 }
 
 /// What proved a [`Principal`].
@@ -56,6 +63,7 @@ impl Principal {
             org: OrgId::new("default").expect("a valid org name"),
             role: Role::Admin,
             credential: Credential::Local,
+            presented: Presented::default(),
         }
     }
 
@@ -174,6 +182,43 @@ fn hash(secret: &str) -> String {
 impl Gateway {
     /// Who is calling, from the request's headers.
     pub(crate) async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Error> {
+        let presented = Presented::of(headers.get(header::AUTHORIZATION));
+        let mut principal = match &self.engine {
+            EngineLink::Remote(remote) => self.principal_of_engine(remote, &presented).await?,
+            EngineLink::Local(_) => self.principal_here(headers).await?,
+        };
+        principal.presented = presented;
+        if let Some(named) = headers.get("x-undolog-org-id") {
+            let named = named.to_str().unwrap_or_default();
+            if named != principal.org.as_str() {
+                return Err(Error::Forbidden(format!(
+                    "X-UndoLog-Org-Id says {named:?} but the credentials are for org {:?}; \
+                     drop the header or use a key of that org",
+                    principal.org.as_str()
+                )));
+            }
+        }
+        Ok(principal)
+    }
+
+    /// Who the engine says `presented` belongs to, remembered for [`KEY_CACHE_TTL`] as a key
+    /// checked here is.
+    async fn principal_of_engine(
+        &self,
+        remote: &RemoteEngine,
+        presented: &Presented,
+    ) -> Result<Principal, Error> {
+        let hash = hash(presented.text());
+        if let Some(principal) = self.key_cache.get(&hash) {
+            return Ok(principal);
+        }
+        let principal = remote.authenticate(presented.clone()).await?;
+        self.key_cache.put(hash, principal.clone());
+        Ok(principal)
+    }
+
+    /// Who is calling, checked against this gateway's own store and authorization server.
+    async fn principal_here(&self, headers: &HeaderMap) -> Result<Principal, Error> {
         let bearer = headers
             .get(header::AUTHORIZATION)
             .map(|v| {
@@ -217,16 +262,6 @@ impl Gateway {
                 ));
             }
         };
-        if let Some(named) = headers.get("x-undolog-org-id") {
-            let named = named.to_str().unwrap_or_default();
-            if named != principal.org.as_str() {
-                return Err(Error::Forbidden(format!(
-                    "X-UndoLog-Org-Id says {named:?} but the credentials are for org {:?}; \
-                     drop the header or use a key of that org",
-                    principal.org.as_str()
-                )));
-            }
-        }
         Ok(principal)
     }
 
@@ -238,8 +273,10 @@ impl Gateway {
         if let Some(principal) = self.key_cache.get(&hash) {
             return Ok(principal);
         }
-        let key = self
-            .store
+        let Some(store) = &self.store else {
+            return Err(Error::Unauthorized("this gateway keeps no keys".into()));
+        };
+        let key = store
             .api_key_by_hash(&hash)
             .await
             .map_err(|e| Error::Engine(e.into()))?
@@ -259,6 +296,7 @@ impl Gateway {
             org: key.org,
             role: key.role,
             credential: Credential::ApiKey { id: key.id },
+            presented: Presented::default(),
         };
         self.key_cache.put(hash, principal.clone());
         Ok(principal)
@@ -275,8 +313,10 @@ impl Gateway {
         if self.key_cache.recently_open() {
             return Ok(true);
         }
-        let exist = self
-            .store
+        let Some(store) = &self.store else {
+            return Ok(false);
+        };
+        let exist = store
             .has_api_keys()
             .await
             .map_err(|e| Error::Engine(e.into()))?;
@@ -326,7 +366,8 @@ pub(crate) async fn require_principal(
     let (principal, mut response) = match authenticated {
         Ok(principal) => {
             request.extensions_mut().insert(principal.clone());
-            (Some(principal), next.run(request).await)
+            let answered = presenting(principal.presented.clone(), next.run(request));
+            (Some(principal), answered.await)
         }
         Err(e) => (None, e.into_response()),
     };

@@ -24,6 +24,7 @@ use undolog_engine::crash_points;
 
 use crate::{
     Error, Gateway,
+    engine_link::EngineLink,
     config::{ApprovalMode, TaskSupport},
     interceptors::{self, RequestVerdict, ResponseVerdict},
     metrics::UpstreamOutcome,
@@ -546,7 +547,9 @@ impl Gateway {
                 .clone()
                 .with_wait(left.min(WAITING_PROGRESS_EVERY));
             match self.engine.intercept(slice).await {
-                Err(undolog_engine::Error::StillRunning { effect, .. }) if !left.is_zero() => {
+                Err(Error::Engine(undolog_engine::Error::StillRunning { effect, .. }))
+                    if !left.is_zero() =>
+                {
                     ticks += 1;
                     let mut progress =
                         ProgressNotificationParam::new(token.clone(), f64::from(ticks));
@@ -557,14 +560,14 @@ impl Gateway {
                         tracing::debug!(error = %e, "progress not sent");
                     }
                 }
-                Err(undolog_engine::Error::StillRunning { effect, .. }) => {
+                Err(Error::Engine(undolog_engine::Error::StillRunning { effect, .. })) => {
                     return Err(undolog_engine::Error::StillRunning {
                         effect,
                         waited: total,
                     }
                     .into());
                 }
-                other => return Ok(other?),
+                other => return other,
             }
         }
     }
@@ -597,7 +600,7 @@ impl Gateway {
             };
             match decided {
                 Ok(approval) => return Ok(approval.state != ApprovalState::Pending),
-                Err(undolog_engine::Error::ApprovalWaitTimedOut(_)) => {}
+                Err(Error::Engine(undolog_engine::Error::ApprovalWaitTimedOut(_))) => {}
                 Err(other) => return Err(other.into()),
             }
             ticks += 1;
@@ -953,12 +956,12 @@ fn read_outcome(outcome: &Outcome) -> ReadOutcome {
 
 /// Records how a call that was sent upstream ended.
 async fn record_outcome(
-    engine: &undolog_engine::Engine,
+    engine: &EngineLink,
     org: &OrgId,
     effect_id: EffectId,
     outcome: &Outcome,
     verdicts: Option<Value>,
-) -> Result<(), undolog_engine::Error> {
+) -> Result<(), Error> {
     match outcome {
         Outcome::Executed { result, .. } => {
             engine
@@ -1009,13 +1012,13 @@ const RECORD_LATER_FOR: Duration = Duration::from_secs(10 * 60);
 /// is recorded, the effect is no longer pending (an operator resolved it), or
 /// [`RECORD_LATER_FOR`] has passed.
 fn record_later(
-    engine: undolog_engine::Engine,
+    engine: EngineLink,
     org: OrgId,
     effect_id: EffectId,
     outcome: Outcome,
     verdicts: Option<Value>,
 ) {
-    tokio::spawn(async move {
+    tokio::spawn(crate::grpc::client::carried(async move {
         let deadline = tokio::time::Instant::now() + RECORD_LATER_FOR;
         let mut pause = Duration::from_millis(250);
         while tokio::time::Instant::now() < deadline {
@@ -1025,11 +1028,11 @@ fn record_later(
                     tracing::info!(%effect_id, "an outcome the store had refused is recorded now");
                     return;
                 }
-                Err(undolog_engine::Error::NotPending { .. }) => return, // decided meanwhile
+                Err(Error::Engine(undolog_engine::Error::NotPending { .. })) => return, // decided meanwhile
                 Err(e) => tracing::debug!(%effect_id, error = %e, "outcome still not recorded"),
             }
             pause = (pause * 2).min(Duration::from_secs(5));
         }
         tracing::warn!(%effect_id, "outcome never recorded; the call is in doubt for an operator");
-    });
+    }));
 }

@@ -85,6 +85,20 @@ pub enum Error {
     Startup(String),
     /// The interceptor chain blocked the call (recorded as a rejected effect when it never ran)
     /// or its result; `error` is the chain's JSON-RPC error (−32602, −32603 or −32000).
+    #[error(
+        "the engine at {url} cannot be reached ({reason}); nothing was recorded or run, retry \
+         shortly"
+    )]
+    EngineUnreachable { url: String, reason: String },
+    /// The engine this gateway asks (`serve --engine`) refused: its status, code and message,
+    /// passed on as they are.
+    #[error("{message}")]
+    Remote {
+        status: StatusCode,
+        code: String,
+        message: String,
+        effect_id: Option<undolog_types::EffectId>,
+    },
     #[error("{}", .error.message)]
     Intercepted {
         effect_id: Option<undolog_types::EffectId>,
@@ -110,6 +124,8 @@ impl Error {
             Error::CallFailed { .. } => StatusCode::CONFLICT,
             Error::Config(_) | Error::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Error::OutcomeNotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::EngineUnreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Remote { status, .. } => *status,
             Error::Intercepted { error, .. } => match error.code.0 {
                 -32602 => StatusCode::FORBIDDEN,
                 -32000 => StatusCode::GATEWAY_TIMEOUT,
@@ -151,14 +167,14 @@ impl Error {
             Error::CallFailed { effect_id, .. }
             | Error::OutcomeNotRecorded { effect_id, .. }
             | Error::NotSent { effect_id, .. } => Some(*effect_id),
-            Error::Intercepted { effect_id, .. } => *effect_id,
+            Error::Intercepted { effect_id, .. } | Error::Remote { effect_id, .. } => *effect_id,
             Error::Engine(EngineError::StillRunning { effect, .. }) => Some(*effect),
             _ => None,
         }
     }
 
     /// A machine-readable name of what went wrong, beside the message in every error body.
-    pub(crate) fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &str {
         use EngineError as E;
         match self {
             Error::UnknownTool(_) => "unknown_tool",
@@ -175,6 +191,8 @@ impl Error {
             Error::OutcomeNotRecorded { .. } => "outcome_not_recorded",
             Error::Config(_) | Error::Startup(_) => "internal",
             Error::Intercepted { .. } => "intercepted",
+            Error::EngineUnreachable { .. } => "engine_unavailable",
+            Error::Remote { code, .. } => code,
             Error::Engine(e) => match e {
                 E::InvalidInput(_) => "invalid_input",
                 E::EmptyToolName => "empty_tool_name",

@@ -12,6 +12,7 @@ mod calls;
 mod compensate;
 pub mod config;
 mod demo;
+mod engine_link;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -25,6 +25,7 @@ use undolog_types::Args;
 
 use crate::{
     Error, Gateway, Principal,
+    grpc::client::presenting,
     calls::{Caller, InputRound, Outcome, ToolCall},
     results,
     runs::{self, BoundRun, CallSession, Named},
@@ -276,33 +277,37 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.principal(&context)?;
-        let meta = request.meta.as_ref().unwrap_or(&context.meta);
-        let session = CallSession::of(&principal, self.named(&context, Some(meta)))?;
-        let (idempotency_key, step) = runs::fresh_run_of(Some(meta))?;
-        let wait = runs::wait_of(Some(meta))?;
-        let args = Args::try_from(Value::Object(request.arguments.clone().unwrap_or_default()))
-            .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
-        let call = ToolCall {
-            caller: principal.actor(),
-            org: principal.org,
-            session,
-            tool: request.name.to_string(),
-            args,
-            idempotency_key,
-            step,
-            meta: forwarded_meta(meta),
-            round: InputRound::of(request.input_responses, request.request_state),
-            wait,
-        };
-        let outcome = self
-            .gateway
-            .call_tool(call, &self.caller(&context))
-            .await
-            .map_err(|e| e.to_jsonrpc())?;
-        if let Outcome::Refused { error, .. } = outcome {
-            return Err(error);
-        }
-        Ok(results::to_mcp_response(&outcome))
+        // The credentials go with every engine request the call makes (one in another process).
+        presenting(principal.presented.clone(), async {
+            let meta = request.meta.as_ref().unwrap_or(&context.meta);
+            let session = CallSession::of(&principal, self.named(&context, Some(meta)))?;
+            let (idempotency_key, step) = runs::fresh_run_of(Some(meta))?;
+            let wait = runs::wait_of(Some(meta))?;
+            let args = Args::try_from(Value::Object(request.arguments.clone().unwrap_or_default()))
+                .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
+            let call = ToolCall {
+                caller: principal.actor(),
+                org: principal.org,
+                session,
+                tool: request.name.to_string(),
+                args,
+                idempotency_key,
+                step,
+                meta: forwarded_meta(meta),
+                round: InputRound::of(request.input_responses, request.request_state),
+                wait,
+            };
+            let outcome = self
+                .gateway
+                .call_tool(call, &self.caller(&context))
+                .await
+                .map_err(|e| e.to_jsonrpc())?;
+            if let Outcome::Refused { error, .. } = outcome {
+                return Err(error);
+            }
+            Ok(results::to_mcp_response(&outcome))
+        })
+        .await
     }
 
     /// A 2025-11-25 session hears of every upstream's list changes from now on.
@@ -316,7 +321,8 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let principal = self.principal(&context)?;
-        self.gateway.task(&principal.org, &request.task_id).await
+        let task = self.gateway.task(&principal.org, &request.task_id);
+        presenting(principal.presented.clone(), task).await
     }
 
     async fn update_task(
@@ -325,9 +331,8 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let principal = self.principal(&context)?;
-        self.gateway
-            .update_task(&principal, &request.task_id, request.input_responses)
-            .await
+        let update = (self.gateway).update_task(&principal, &request.task_id, request.input_responses);
+        presenting(principal.presented.clone(), update).await
     }
 
     async fn cancel_task(
@@ -336,7 +341,8 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let principal = self.principal(&context)?;
-        self.gateway.cancel_task(&principal, &request.task_id).await
+        let cancel = self.gateway.cancel_task(&principal, &request.task_id);
+        presenting(principal.presented.clone(), cancel).await
     }
 
     async fn on_custom_request(

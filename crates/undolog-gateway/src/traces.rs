@@ -209,12 +209,12 @@ impl Traces {
 }
 
 /// Ends a call's span: `error.type` names how it failed, `tool_error` when the tool said so.
-pub(crate) fn end_call(cx: &Context, failure: Option<&'static str>, attributes: Vec<KeyValue>) {
+pub(crate) fn end_call(cx: &Context, failure: Option<&str>, attributes: Vec<KeyValue>) {
     let span = cx.span();
     span.set_attributes(attributes);
     if let Some(kind) = failure {
-        span.set_attribute(KeyValue::new("error.type", kind));
-        span.set_status(Status::error(kind));
+        span.set_attribute(KeyValue::new("error.type", kind.to_owned()));
+        span.set_status(Status::error(kind.to_owned()));
     }
     span.end();
 }

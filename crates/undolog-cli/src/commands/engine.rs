@@ -14,6 +14,12 @@ pub(crate) struct EngineArgs {
 
 pub(crate) async fn run(args: EngineArgs, json_logs: bool) -> anyhow::Result<()> {
     let config = args.source.load(None)?;
+    if let Some(other) = &config.engine {
+        anyhow::bail!(
+            "the configuration names an engine to ask ({other}), but `undolog engine` is the \
+             engine: drop `engine` from its configuration and give it the store"
+        );
+    }
     let gateway = undolog_gateway::Gateway::build(config).await?;
     report_upstreams(json_logs, &gateway);
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -23,14 +23,28 @@ pub(crate) struct ServeArgs {
     /// The address to listen on (default 127.0.0.1:8080).
     #[arg(long)]
     listen: Option<String>,
+    /// Ask the engine at grpc://HOST:PORT (`undolog engine`) for every decision, owning no
+    /// store: gateways then scale apart from the engine.
+    #[arg(long, value_name = "grpc://HOST:PORT")]
+    engine: Option<String>,
 }
 
 impl Source {
     pub(crate) fn load(&self, listen: Option<String>) -> anyhow::Result<GatewayConfig> {
+        self.load_with(listen, None)
+    }
+
+    /// The same, in front of the engine at `engine` when one is named.
+    pub(crate) fn load_with(
+        &self,
+        listen: Option<String>,
+        engine: Option<String>,
+    ) -> anyhow::Result<GatewayConfig> {
         Ok(GatewayConfig::load(&ConfigSource {
             file: self.config.clone(),
             listen,
             store: self.store.clone(),
+            engine,
         })?)
     }
 }
@@ -67,8 +81,11 @@ pub(crate) fn report_upstreams(json: bool, gateway: &Gateway) {
 }
 
 pub(crate) async fn serve(args: ServeArgs, json_logs: bool) -> anyhow::Result<()> {
-    let config = args.source.load(args.listen)?;
+    let config = args.source.load_with(args.listen, args.engine)?;
     let listen = config.listen;
+    if let Some(engine) = &config.engine {
+        announce(json_logs, &format!("asking the engine at {engine} for every decision (no store here)"));
+    }
     let gateway = Gateway::build(config).await?;
     report_upstreams(json_logs, &gateway);
     let listener = tokio::net::TcpListener::bind(listen)
@@ -84,6 +101,12 @@ pub(crate) async fn serve(args: ServeArgs, json_logs: bool) -> anyhow::Result<()
 
 pub(crate) async fn stdio(source: Source) -> anyhow::Result<()> {
     let config = source.load(None)?;
+    if config.engine.is_some() {
+        anyhow::bail!(
+            "`undolog stdio` runs its own engine; drop `engine` from the configuration \
+             (only `undolog serve` asks a remote one)"
+        );
+    }
     let gateway = Gateway::build(config).await?;
     undolog_gateway::serve_stdio(gateway, Principal::stdio()).await?;
     Ok(())

@@ -29,6 +29,9 @@ pub struct ConfigSource {
     pub listen: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,
+    /// `grpc://HOST:PORT`: the engine this gateway asks for every decision, owning no store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// The validated configuration the gateway runs with.
@@ -36,6 +39,9 @@ pub struct ConfigSource {
 pub struct GatewayConfig {
     pub listen: SocketAddr,
     pub store: StoreUrl,
+    /// The engine this gateway asks for every decision (`undolog engine`), instead of running
+    /// one on `store`: `grpc://HOST:PORT`. `None`: the engine runs here.
+    pub engine: Option<String>,
     pub default_tier: Tier,
     pub prefix_separator: String,
     pub approvals: ApprovalSettings,
@@ -246,6 +252,7 @@ impl Error {
 const ENV_KEYS: &[&str] = &[
     "listen",
     "store",
+    "engine",
     "default_tier",
     "prefix_separator",
     "approvals",

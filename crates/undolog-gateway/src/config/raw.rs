@@ -11,6 +11,8 @@ use serde_json::Value;
 pub(crate) struct RawConfig {
     pub(crate) listen: Option<String>,
     pub(crate) store: Option<String>,
+    /// `grpc://HOST:PORT` of the engine to ask, when this gateway runs no engine of its own.
+    pub(crate) engine: Option<String>,
     /// The tier of a tool that neither the configuration nor trusted annotations classify.
     pub(crate) default_tier: Option<String>,
     /// Put between an upstream's prefix and a tool name: `bank__transfer`.

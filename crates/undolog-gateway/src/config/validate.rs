@@ -28,6 +28,7 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
     let store: StoreUrl = store_text
         .parse()
         .map_err(|e| Error::key("store", format!("{e}")))?;
+    let engine = raw.engine.as_deref().map(engine_url).transpose()?;
     let default_tier = match &raw.default_tier {
         None => Tier::Irreversible,
         Some(text) => tier("default_tier", text)?,
@@ -162,6 +163,7 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         interceptors,
         listen,
         store,
+        engine,
         default_tier,
         prefix_separator,
         approvals,
@@ -173,6 +175,27 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         upstreams,
         tools,
     })
+}
+
+/// `grpc://HOST:PORT` (or `http://`, which tonic dials the same way), as tonic wants it.
+fn engine_url(text: &str) -> Result<String, Error> {
+    let rest = text
+        .strip_prefix("grpc://")
+        .or_else(|| text.strip_prefix("http://"))
+        .ok_or_else(|| {
+            Error::key(
+                "engine",
+                format!("{text:?} is not an engine address; write grpc://HOST:PORT"),
+            )
+        })?;
+    let authority = rest.trim_end_matches('/');
+    if authority.is_empty() || authority.contains('/') || !authority.contains(':') {
+        return Err(Error::key(
+            "engine",
+            format!("{text:?} must be grpc://HOST:PORT, with nothing after the port"),
+        ));
+    }
+    Ok(format!("http://{authority}"))
 }
 
 /// An allow-list as written: `["*"]` becomes the empty list (accept any); origins need a scheme.

@@ -7,6 +7,7 @@ pub mod proto {
     tonic::include_proto!("undolog.engine.v1");
 }
 
+pub(crate) mod client;
 mod service;
 mod status;
 

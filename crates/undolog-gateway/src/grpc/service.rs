@@ -2,21 +2,21 @@
 //! [`Gateway::authenticate`], the HTTP API's own check, and each method asks for the role its
 //! HTTP route asks for, through the same helpers (`sdk::intercept_effect`, `admin::decider`).
 
-use std::{pin::Pin, sync::Arc};
+use std::{pin::Pin, sync::Arc, time::Duration};
 
 use futures::{Stream, StreamExt};
 use serde_json::{Map, Value};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
-use undolog_engine::{Compensated, Compensator, Intercept, Rejection, Resolution};
+use undolog_engine::{Call, Compensated, Compensator, Intercept, ReadOutcome, Rejection, Resolution};
 use undolog_store::{Compensation, Effect as EffectRecord};
-use undolog_types::{ApprovalId, ApprovalState, EffectId, Tier};
+use undolog_types::{ApprovalId, ApprovalState, EffectId, Role, Tier, Timestamp};
 
 use super::{proto, status::status};
 use crate::{
-    Error, Gateway, Principal,
+    Credential, Error, Gateway, Principal,
     compensate::UpstreamCompensator,
-    http::{admin, events, sdk},
+    http::{admin, events, sdk, undo_steps::StepBody},
 };
 
 /// The service, over the gateway that holds the engine, its store and its credentials.
@@ -89,6 +89,8 @@ fn intercept_body(request: proto::InterceptRequest) -> Result<sdk::InterceptBody
         idempotent: request.idempotent,
         requires_approval: request.requires_approval,
         idempotency_key: request.idempotency_key,
+        lease: request.lease_ms.map(std::time::Duration::from_millis),
+        wait: request.wait_ms.map(std::time::Duration::from_millis),
     })
 }
 
@@ -128,6 +130,7 @@ fn decision(decided: Intercept) -> proto::InterceptReply {
             effect_id: effect_id.map(|id| id.to_string()),
             in_doubt: reason == Rejection::InDoubt,
             reason: reason.message(),
+            rejection_json: serde_json::to_string(&reason).unwrap_or_default(),
         }),
     };
     proto::InterceptReply {
@@ -139,6 +142,26 @@ fn decision(decided: Intercept) -> proto::InterceptReply {
 fn named(record: &Value, field: &str) -> String {
     record[field].as_str().unwrap_or_default().to_owned()
 }
+
+fn optional_json(what: &str, text: Option<String>) -> Result<Option<Value>, Status> {
+    text.map(|text| json_text(what, &text).map_err(status))
+        .transpose()
+}
+
+fn approval_reply(record: undolog_store::Approval) -> Reply<proto::ApprovalReply> {
+    Ok(Response::new(proto::ApprovalReply {
+        approval: Some(approval(&record)),
+    }))
+}
+
+fn record_reply(record: &impl serde::Serialize) -> Reply<proto::RecordReply> {
+    Ok(Response::new(proto::RecordReply {
+        record_json: serde_json::to_string(record).unwrap_or_default(),
+    }))
+}
+
+/// The longest a gateway's WaitForDecision holds a request open; it asks again after.
+const LONGEST_WAIT: Duration = Duration::from_secs(60);
 
 fn effect(record: &EffectRecord) -> proto::Effect {
     let json = serde_json::to_value(record).unwrap_or(Value::Null);
@@ -181,6 +204,30 @@ impl EngineService {
         }))
     }
 
+    /// A gateway's call, as `principal` makes it, checked as an SDK call is.
+    async fn call(
+        &self,
+        principal: &Principal,
+        call: Option<proto::InterceptRequest>,
+    ) -> Result<Call, Status> {
+        let call = call.ok_or_else(|| status(Error::BadRequest("name the call".into())))?;
+        let body = intercept_body(call).map_err(status)?;
+        sdk::sdk_call(&self.gateway, principal, body).await.map_err(status)
+    }
+
+    /// A note's principal, effect, note and verdicts.
+    async fn note(
+        &self,
+        request: Request<proto::NoteRequest>,
+    ) -> Result<(Principal, EffectId, Value, Option<Value>), Status> {
+        let principal = self.principal(&request).await?;
+        let request = request.into_inner();
+        let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
+        let note = json_text("note_json", &request.note_json).map_err(status)?;
+        let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
+        Ok((principal, effect_id, note, verdicts))
+    }
+
     async fn effect_reply(&self, principal: &Principal, id: EffectId) -> Reply<proto::EffectReply> {
         let record = (self.gateway.engine.effect(&principal.org, id).await).map_err(status)?;
         Ok(Response::new(proto::EffectReply {
@@ -208,12 +255,10 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let request = request.into_inner();
         let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
         let result = json_text("result_json", &request.result_json).map_err(status)?;
-        (self
-            .gateway
-            .engine
-            .commit(&principal.org, effect_id, result)
-            .await)
-            .map_err(status)?;
+        let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
+        let engine = &self.gateway.engine;
+        let committed = engine.commit_with(&principal.org, effect_id, result, verdicts);
+        committed.await.map_err(status)?;
         self.effect_reply(&principal, effect_id).await
     }
 
@@ -221,10 +266,10 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let principal = self.principal(&request).await?;
         let request = request.into_inner();
         let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
-        let failed = self
-            .gateway
-            .engine
-            .fail(&principal.org, effect_id, request.error);
+        let details = optional_json("details_json", request.details_json)?;
+        let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
+        let engine = &self.gateway.engine;
+        let failed = engine.fail_with(&principal.org, effect_id, request.error, details, verdicts);
         failed.await.map_err(status)?;
         self.effect_reply(&principal, effect_id).await
     }
@@ -334,6 +379,226 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
             })
         });
         Ok(Response::new(Box::pin(events)))
+    }
+
+    async fn health(&self, _: Request<proto::HealthRequest>) -> Reply<proto::HealthReply> {
+        let engine = self.gateway.engine.local().ok_or_else(|| {
+            status(Error::Startup("this engine asks another; ask that one".into()))
+        })?;
+        let (reason, _) = crate::http::health::readiness(engine);
+        let backend = self.gateway.store().map(|s| s.backend()).unwrap_or_default();
+        Ok(Response::new(proto::HealthReply {
+            ready: reason.is_none(),
+            reason,
+            backend: backend.to_owned(),
+        }))
+    }
+
+    async fn authenticate(
+        &self,
+        request: Request<proto::AuthenticateRequest>,
+    ) -> Reply<proto::PrincipalReply> {
+        let principal = self.principal(&request).await?;
+        let (credential, credential_id) = match principal.credential {
+            Credential::Local => ("local", None),
+            Credential::ApiKey { id } => ("api_key", Some(id)),
+            Credential::Token { subject } => ("token", Some(subject)),
+        };
+        Ok(Response::new(proto::PrincipalReply {
+            org: principal.org.to_string(),
+            role: principal.role.to_string(),
+            credential: credential.to_owned(),
+            credential_id,
+        }))
+    }
+
+    async fn implicit_run(
+        &self,
+        request: Request<proto::ImplicitRunRequest>,
+    ) -> Reply<proto::SessionReply> {
+        let principal = self.principal(&request).await?;
+        let idle = Duration::from_millis(request.into_inner().idle_ms);
+        let engine = &self.gateway.engine;
+        let actor = principal.actor();
+        let run = engine.implicit_run(&principal.org, &actor, idle);
+        Ok(Response::new(proto::SessionReply {
+            session_id: run.await.map_err(status)?.to_string(),
+        }))
+    }
+
+    async fn record_read(
+        &self,
+        request: Request<proto::RecordReadRequest>,
+    ) -> Reply<proto::RecordReadReply> {
+        use proto::record_read_request::Outcome;
+        let principal = self.principal(&request).await?;
+        let request = request.into_inner();
+        let call = self.call(&principal, request.call).await?;
+        let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
+        let outcome = match request.outcome {
+            Some(Outcome::ResultJson(text)) => {
+                ReadOutcome::Answered(json_text("result_json", &text).map_err(status)?)
+            }
+            Some(Outcome::Failed(failed)) => ReadOutcome::Failed {
+                error: failed.error,
+                details: optional_json("details_json", failed.details_json)?,
+            },
+            Some(Outcome::InputRequiredJson(text)) => ReadOutcome::InputRequired(
+                json_text("input_required_json", &text).map_err(status)?,
+            ),
+            Some(Outcome::NotSent(why)) => ReadOutcome::NotSent(why),
+            None => return Err(status(Error::BadRequest("name the call's outcome".into()))),
+        };
+        let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
+        let started = Timestamp(request.started_at_ms);
+        let recorded = (self.gateway.engine).record_read(call, effect_id, started, outcome, verdicts);
+        let rejection = recorded.await.map_err(status)?;
+        Ok(Response::new(proto::RecordReadReply {
+            rejection_json: rejection.map(|r| serde_json::to_string(&r).unwrap_or_default()),
+        }))
+    }
+
+    async fn reject(&self, request: Request<proto::RejectRequest>) -> Reply<proto::RejectReply> {
+        let principal = self.principal(&request).await?;
+        let request = request.into_inner();
+        let call = self.call(&principal, request.call).await?;
+        let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
+        let rejected = self.gateway.engine.reject(&call, request.reason, verdicts);
+        Ok(Response::new(proto::RejectReply {
+            effect_id: rejected.await.map_err(status)?.map(|id| id.to_string()),
+        }))
+    }
+
+    async fn not_sent(&self, request: Request<proto::NoteRequest>) -> Reply<proto::Empty> {
+        let (principal, effect_id, note, verdicts) = self.note(request).await?;
+        let why = note.as_str().unwrap_or_default().to_owned();
+        let noted = self.gateway.engine.not_sent(&principal.org, effect_id, why, verdicts);
+        noted.await.map_err(status)?;
+        Ok(Response::new(proto::Empty {}))
+    }
+
+    async fn doubt(&self, request: Request<proto::NoteRequest>) -> Reply<proto::Empty> {
+        let (principal, effect_id, note, verdicts) = self.note(request).await?;
+        let why = note.as_str().unwrap_or_default().to_owned();
+        let noted = self.gateway.engine.doubt(&principal.org, effect_id, why, verdicts);
+        noted.await.map_err(status)?;
+        Ok(Response::new(proto::Empty {}))
+    }
+
+    async fn await_input(&self, request: Request<proto::NoteRequest>) -> Reply<proto::Empty> {
+        let (principal, effect_id, note, verdicts) = self.note(request).await?;
+        let engine = &self.gateway.engine;
+        let noted = engine.await_input(&principal.org, effect_id, note, verdicts);
+        noted.await.map_err(status)?;
+        Ok(Response::new(proto::Empty {}))
+    }
+
+    async fn renew_lease(&self, request: Request<proto::EffectRequest>) -> Reply<proto::LeaseReply> {
+        let principal = self.principal(&request).await?;
+        let effect_id: EffectId = id("effect", &request.into_inner().effect_id).map_err(status)?;
+        let renewed = self.gateway.engine.renew_lease(&principal.org, effect_id);
+        Ok(Response::new(proto::LeaseReply {
+            lease_expires_at_ms: renewed.await.map_err(status)?.as_millis(),
+        }))
+    }
+
+    async fn get_effect(&self, request: Request<proto::EffectRequest>) -> Reply<proto::EffectReply> {
+        let principal = self.principal(&request).await?;
+        let effect_id: EffectId = id("effect", &request.into_inner().effect_id).map_err(status)?;
+        self.effect_reply(&principal, effect_id).await
+    }
+
+    async fn get_approval(
+        &self,
+        request: Request<proto::ApprovalRequest>,
+    ) -> Reply<proto::ApprovalReply> {
+        let principal = self.principal(&request).await?;
+        let approval_id = id("approval", &request.into_inner().approval_id).map_err(status)?;
+        let found = self.gateway.engine.approval(&principal.org, approval_id);
+        approval_reply(found.await.map_err(status)?)
+    }
+
+    async fn wait_for_decision(
+        &self,
+        request: Request<proto::WaitRequest>,
+    ) -> Reply<proto::ApprovalReply> {
+        let principal = self.principal(&request).await?;
+        let request = request.into_inner();
+        let approval_id = id("approval", &request.approval_id).map_err(status)?;
+        let timeout = Duration::from_millis(request.timeout_ms).min(LONGEST_WAIT);
+        let engine = &self.gateway.engine;
+        let decided = engine.wait_for_decision(&principal.org, approval_id, timeout);
+        approval_reply(decided.await.map_err(status)?)
+    }
+
+    async fn withdraw(&self, request: Request<proto::ApprovalRequest>) -> Reply<proto::ApprovalReply> {
+        let principal = self.principal(&request).await?;
+        let approval_id = id("approval", &request.into_inner().approval_id).map_err(status)?;
+        let engine = &self.gateway.engine;
+        let held = engine.approval(&principal.org, approval_id).await.map_err(status)?;
+        // The call's own caller withdraws it, or an admin.
+        let own = held.requested_by.as_deref() == Some(principal.actor().as_str());
+        if !own {
+            principal
+                .require(Role::Admin, "withdrawing another principal's held call")
+                .map_err(status)?;
+        }
+        let withdrawn = engine.withdraw(&principal.org, approval_id, principal.actor());
+        approval_reply(withdrawn.await.map_err(status)?)
+    }
+
+    async fn list_sessions(
+        &self,
+        request: Request<proto::ListSessionsRequest>,
+    ) -> Reply<proto::SessionList> {
+        let principal = self.principal(&request).await?;
+        let sessions = self.gateway.engine.sessions(&principal.org).await;
+        Ok(Response::new(proto::SessionList {
+            record_json: (sessions.map_err(status)?.iter())
+                .map(|s| serde_json::to_string(s).unwrap_or_default())
+                .collect(),
+        }))
+    }
+
+    async fn list_session_effects(
+        &self,
+        request: Request<proto::SessionRequest>,
+    ) -> Reply<proto::EffectList> {
+        let principal = self.principal(&request).await?;
+        let session = admin::session_id(&request.into_inner().session_id).map_err(status)?;
+        let engine = &self.gateway.engine;
+        let effects = engine.session_effects(&principal.org, &session).await;
+        Ok(Response::new(proto::EffectList {
+            effects: effects.map_err(status)?.iter().map(effect).collect(),
+        }))
+    }
+
+    async fn begin_undo(&self, request: Request<proto::SessionRequest>) -> Reply<proto::RecordReply> {
+        let principal = self.principal(&request).await?;
+        admin::may_undo(&principal).map_err(status)?;
+        let session = admin::session_id(&request.into_inner().session_id).map_err(status)?;
+        let planned = self.gateway.engine.begin_undo(&principal.org, &session).await;
+        record_reply(&planned.map_err(status)?)
+    }
+
+    async fn record_undo_step(
+        &self,
+        request: Request<proto::UndoStepRequest>,
+    ) -> Reply<proto::RecordReply> {
+        let principal = self.principal(&request).await?;
+        admin::may_undo(&principal).map_err(status)?;
+        let request = request.into_inner();
+        let session = admin::session_id(&request.session_id).map_err(status)?;
+        let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
+        let step: StepBody = serde_json::from_str(&request.step_json)
+            .map_err(|e| status(Error::BadRequest(format!("step_json: {e}"))))?;
+        let (claim, outcome) = step.into_outcome();
+        let counted = outcome.clone();
+        let engine = &self.gateway.engine;
+        let progress = engine.record_undo_step(&principal.org, &session, &claim, effect_id, outcome);
+        let progress = progress.await.map_err(status)?;
+        self.gateway.metrics.undo_step(&counted);
+        record_reply(&progress)
     }
 }
 

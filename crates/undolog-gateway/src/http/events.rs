@@ -9,13 +9,13 @@ use axum::{
     extract::State,
     response::sse::{Event as SseEvent, KeepAlive, Sse},
 };
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, stream::BoxStream};
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
 use serde_json::Value;
 use undolog_types::OrgId;
 
-use crate::{Gateway, Principal};
+use crate::{Gateway, Principal, engine_link::EngineLink};
 
 pub(crate) async fn stream(
     State(gateway): State<Arc<Gateway>>,
@@ -29,8 +29,13 @@ pub(crate) async fn stream(
 /// The engine's events of `org` alone, each with its type, as JSON (every surface streams
 /// these). A reader too slow to keep up hears `lagged` with how many it missed, so a live view
 /// knows to read the state again.
-pub(crate) fn of_org(gateway: &Gateway, org: OrgId) -> impl Stream<Item = (String, Value)> + use<> {
-    BroadcastStream::new(gateway.engine.subscribe()).filter_map(move |event| {
+pub(crate) fn of_org(gateway: &Gateway, org: OrgId) -> BoxStream<'static, (String, Value)> {
+    let engine = match &gateway.engine {
+        EngineLink::Local(engine) => engine,
+        // The engine streams the org of the credentials being served, and only that org.
+        EngineLink::Remote(remote) => return remote.org_events().boxed(),
+    };
+    BroadcastStream::new(engine.subscribe()).filter_map(move |event| {
         let org = org.clone();
         async move {
             let json = match event {
@@ -44,4 +49,5 @@ pub(crate) fn of_org(gateway: &Gateway, org: OrgId) -> impl Stream<Item = (Strin
             Some((name, json))
         }
     })
+    .boxed()
 }

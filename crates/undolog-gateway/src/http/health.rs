@@ -3,18 +3,45 @@
 //!
 //! Ready means the store took this gateway's last heartbeat (a write, so a full disk or a dead
 //! database shows) within three heartbeats. Otherwise the answer is 503 with the store's reason.
+//! In front of a remote engine, ready means the engine says so of its own store.
 
 use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde_json::json;
+use undolog_engine::Engine;
+use undolog_types::Timestamp;
 
-use crate::Gateway;
+use crate::{Gateway, engine_link::EngineLink, grpc::client::RemoteEngine};
 
 pub(crate) async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
-    let engine = &gateway.engine;
+    let engine = match &gateway.engine {
+        EngineLink::Local(engine) => engine,
+        EngineLink::Remote(remote) => return of_remote(remote).await,
+    };
+    let (reason, last_beat) = readiness(engine);
+    let store = json!({
+        "backend": gateway.store.as_ref().map(|s| s.backend()),
+        "ready": reason.is_none(),
+        "reason": reason,
+        "last_beat": last_beat.map(|t| t.to_string()),
+    });
+    match reason {
+        None => (
+            StatusCode::OK,
+            Json(json!({"status": "ok", "store": store})),
+        ),
+        Some(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "store_unavailable", "store": store})),
+        ),
+    }
+}
+
+/// Why `engine` cannot take calls (`None`: it can), and when its store took its last beat.
+pub(crate) fn readiness(engine: &Engine) -> (Option<String>, Option<Timestamp>) {
     let health = engine.health();
-    let now = undolog_types::Timestamp::now();
+    let now = Timestamp::now();
     let beat = engine.config().heartbeat;
     // A beat that hangs (a store that does not answer) is as bad as one that fails.
     let late = health.last_beat.and_then(|at| {
@@ -31,20 +58,21 @@ pub(crate) async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoRes
         )),
         (None, None) => None,
     };
-    let store = json!({
-        "backend": gateway.store.backend(),
-        "ready": reason.is_none(),
-        "reason": reason,
-        "last_beat": health.last_beat.map(|t| t.to_string()),
-    });
-    match reason {
-        None => (
-            StatusCode::OK,
-            Json(json!({"status": "ok", "store": store})),
-        ),
-        Some(_) => (
+    (reason, health.last_beat)
+}
+
+/// In front of a remote engine: ready when the engine is.
+async fn of_remote(remote: &RemoteEngine) -> (StatusCode, Json<serde_json::Value>) {
+    let (ready, reason, backend) = match remote.health().await {
+        Ok(health) => (health.ready, health.reason, Some(health.backend)),
+        Err(e) => (false, Some(e.to_string()), None),
+    };
+    let engine = json!({"url": remote.url(), "backend": backend, "ready": ready, "reason": reason});
+    match ready {
+        true => (StatusCode::OK, Json(json!({"status": "ok", "engine": engine}))),
+        false => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "store_unavailable", "store": store})),
+            Json(json!({"status": "engine_unavailable", "engine": engine})),
         ),
     }
 }

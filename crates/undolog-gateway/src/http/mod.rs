@@ -10,14 +10,14 @@ mod body;
 mod dashboard;
 pub(crate) mod events;
 mod framing;
-mod health;
+pub(crate) mod health;
 mod mcp_sessions;
 mod origin_guard;
 mod parse_guard;
 mod rest;
 pub(crate) mod sdk;
 pub(crate) mod server;
-mod undo_steps;
+pub(crate) mod undo_steps;
 
 use std::{net::SocketAddr, sync::Arc};
 

@@ -31,6 +31,12 @@ pub(crate) struct InterceptBody {
     #[serde(default)]
     pub(crate) requires_approval: bool,
     pub(crate) idempotency_key: Option<String>,
+    /// Only over gRPC: the lease a caller that renews it asks for (at most `limits.sdk_lease`).
+    #[serde(skip)]
+    pub(crate) lease: Option<std::time::Duration>,
+    /// Only over gRPC: how long the caller waits for an identical call in flight.
+    #[serde(skip)]
+    pub(crate) wait: Option<std::time::Duration>,
 }
 
 pub(crate) async fn intercept(
@@ -49,6 +55,16 @@ pub(crate) async fn intercept_effect(
     principal: &Principal,
     body: InterceptBody,
 ) -> Result<Intercept, Error> {
+    let call = sdk_call(gateway, principal, body).await?;
+    gateway.engine.intercept(call).await
+}
+
+/// The engine's call for an SDK body, checked, as `principal` makes it.
+pub(crate) async fn sdk_call(
+    gateway: &Gateway,
+    principal: &Principal,
+    body: InterceptBody,
+) -> Result<Call, Error> {
     let session = SessionId::new(body.session_id)
         .map_err(|e| Error::BadRequest(format!("session_id: {e}")))?;
     check_compensation(gateway, body.tier, body.compensation.as_ref()).await?;
@@ -60,17 +76,23 @@ pub(crate) async fn intercept_effect(
         idempotent: body.idempotent,
         requires_approval: body.requires_approval,
     };
-    // The tool runs in the caller's process, which cannot renew the lease as the gateway does.
+    // The tool runs in the caller's process, which cannot renew the lease as the gateway does
+    // (unless it says it will, over gRPC, with a shorter lease).
+    let sdk_lease = gateway.config.limits.sdk_lease;
+    let lease = body.lease.map_or(sdk_lease, |asked| asked.min(sdk_lease));
     let mut call = Call::new(principal.org.clone(), session, body.tool, args, policy)
         .with_caller(principal.actor())
-        .with_lease(gateway.config.limits.sdk_lease);
+        .with_lease(lease);
     if let Some(step) = body.step {
         call = call.with_step(step);
     }
     if let Some(key) = body.idempotency_key {
         call = call.with_idempotency_key(key);
     }
-    Ok(gateway.engine.intercept(call).await?)
+    if let Some(wait) = body.wait {
+        call = call.with_wait(wait);
+    }
+    Ok(call)
 }
 
 /// Answers the HTTP API's JSON for an engine decision.

@@ -47,6 +47,27 @@ pub(crate) enum StepBody {
     },
 }
 
+impl StepBody {
+    /// The claim it names, and the step's outcome as the engine takes it.
+    pub(crate) fn into_outcome(self) -> (String, StepOutcome) {
+        match self {
+            StepBody::Compensated { claim, result } => (
+                claim,
+                StepOutcome::Compensated {
+                    detail: Compensated::Done { result },
+                },
+            ),
+            StepBody::AlreadyUndone { claim } => (
+                claim,
+                StepOutcome::Compensated {
+                    detail: Compensated::AlreadyUndone,
+                },
+            ),
+            StepBody::Failed { claim, error } => (claim, StepOutcome::Failed { error }),
+        }
+    }
+}
+
 /// `POST /v1/sessions/{id}/undo/steps/{effect_id}`: one compensation's outcome.
 pub(crate) async fn step(
     State(gateway): State<Arc<Gateway>>,
@@ -57,21 +78,7 @@ pub(crate) async fn step(
     principal.require(Role::Admin, "undoing a session")?;
     let id = session_id(&id)?;
     let effect: EffectId = parse_id("effect", &effect)?;
-    let (claim, outcome) = match body {
-        StepBody::Compensated { claim, result } => (
-            claim,
-            StepOutcome::Compensated {
-                detail: Compensated::Done { result },
-            },
-        ),
-        StepBody::AlreadyUndone { claim } => (
-            claim,
-            StepOutcome::Compensated {
-                detail: Compensated::AlreadyUndone,
-            },
-        ),
-        StepBody::Failed { claim, error } => (claim, StepOutcome::Failed { error }),
-    };
+    let (claim, outcome) = body.into_outcome();
     let counted = outcome.clone();
     let progress = (gateway.engine)
         .record_undo_step(&principal.org, &id, &claim, effect, outcome)

@@ -253,6 +253,7 @@ impl OAuth {
             credential: Credential::Token {
                 subject: claims.sub,
             },
+            presented: Default::default(),
         };
         Ok((principal, Instant::now() + left))
     }

@@ -186,7 +186,8 @@ impl Gateway {
             ..caller.clone()
         };
         let gateway = self.clone();
-        tokio::spawn(gateway.run_task(effect_id, run.clone(), call, detached, start));
+        let task = gateway.run_task(effect_id, run.clone(), call, detached, start);
+        tokio::spawn(crate::grpc::client::carried(task));
         let task = Outcome::Task {
             effect_id,
             created_at: now,
@@ -360,7 +361,7 @@ impl Gateway {
                 let task = view::of_effect(&effect, approval.as_ref(), ttl, Timestamp::now());
                 Ok(GetTaskResult::new(task))
             }
-            Err(undolog_engine::Error::UnknownEffect(_)) => Err(unknown(task_id)),
+            Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => Err(unknown(task_id)),
             Err(e) => Err(Error::from(e).to_jsonrpc()),
         }
     }
@@ -391,7 +392,7 @@ impl Gateway {
         // left to take back.
         let effect = match self.engine.effect(&principal.org, id).await {
             Ok(effect) => effect,
-            Err(undolog_engine::Error::UnknownEffect(_)) => return Err(unknown(task_id)),
+            Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => return Err(unknown(task_id)),
             Err(e) => return Err(Error::from(e).to_jsonrpc()),
         };
         if effect.state == undolog_types::EffectState::AwaitingApproval
@@ -424,7 +425,7 @@ impl Gateway {
         let Some(run) = self.live_task(&principal.org, id) else {
             return match self.engine.effect(&principal.org, id).await {
                 Ok(_) => Ok(()), // nothing waits for input: nothing to take
-                Err(undolog_engine::Error::UnknownEffect(_)) => Err(unknown(task_id)),
+                Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => Err(unknown(task_id)),
                 Err(e) => Err(Error::from(e).to_jsonrpc()),
             };
         };

@@ -140,7 +140,7 @@ async fn malformed_unknown_oversize_and_wrong_version_requests_get_the_specs_err
     }
     let org = OrgId::new("default").unwrap();
     assert!(
-        gw.gateway.engine().sessions(&org).await.unwrap().is_empty(),
+        gw.gateway.engine().unwrap().sessions(&org).await.unwrap().is_empty(),
         "nothing recorded"
     );
 }
@@ -190,7 +190,7 @@ async fn rest_tool_call_refuses_bad_bodies_and_records_nothing() {
     }
     let org = OrgId::new("default").unwrap();
     assert!(
-        gw.gateway.engine().sessions(&org).await.unwrap().is_empty(),
+        gw.gateway.engine().unwrap().sessions(&org).await.unwrap().is_empty(),
         "nothing recorded"
     );
 }
@@ -244,7 +244,7 @@ async fn once_a_key_exists_missing_or_wrong_credentials_are_refused_and_orgs_sta
     assert_eq!(status, 200, "{listed}");
 
     // The call landed in acme's log, and the default org sees nothing of it.
-    let engine = gw.gateway.engine();
+    let engine = gw.gateway.engine().unwrap();
     assert_eq!(
         engine
             .sessions(&OrgId::new("acme").unwrap())

@@ -34,6 +34,7 @@ impl TestEngine {
             file: Some(file),
             listen: None,
             store: Some(format!("sqlite://{}", dir.path().join("u.db").display())),
+            engine: None,
         })
         .unwrap();
         let gateway = Gateway::build(config).await.unwrap();
@@ -57,7 +58,7 @@ impl TestEngine {
     }
 
     async fn key(&self, org: &str, role: Role) -> String {
-        let store = &**self.gateway.store();
+        let store = &**self.gateway.store().unwrap();
         let key = undolog_gateway::create_key(store, OrgId::new(org).unwrap(), role, None);
         key.await.unwrap().secret
     }
@@ -131,6 +132,7 @@ async fn intercept_commit_and_replay_with_the_org_of_the_key() {
             CommitRequest {
                 effect_id: run.effect_id.clone(),
                 result_json: json!({"paid": 5}).to_string(),
+                verdicts_json: None,
             },
         )
     };
@@ -233,6 +235,7 @@ async fn bad_requests_are_refused_with_what_to_send() {
             CommitRequest {
                 effect_id: "nope".into(),
                 result_json: "{}".into(),
+                verdicts_json: None,
             },
         ))
         .await
@@ -341,6 +344,7 @@ async fn undo_streams_each_step_and_the_report_and_needs_an_admin() {
         let commit = CommitRequest {
             effect_id: run.effect_id,
             result_json: json!({"paid": amount}).to_string(),
+            verdicts_json: None,
         };
         client.commit(authed(Some(&agent), commit)).await.unwrap();
     }

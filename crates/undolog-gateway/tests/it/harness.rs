@@ -151,16 +151,24 @@ compensation = { tool = "transfer", args = { from_account = "{{args.to_account}}
 tier = "irreversible"
 "#;
 
-/// The gateway, in this process, on 127.0.0.1 port 0 with a fresh store.
+/// The gateway, in this process, on 127.0.0.1 port 0 with a fresh store (split: see [`split`]).
 pub(crate) struct TestGateway {
     pub(crate) base: String,
+    /// The gateway with the engine and store (split: the engine's process, not the one at
+    /// `base`).
     pub(crate) gateway: Arc<Gateway>,
     pub(crate) http: reqwest::Client,
     /// With [`TestGateway::with_tokens`]: the issuer whose tokens [`TestGateway::key`] mints.
     pub(crate) issuer: Option<TestIssuer>,
     minted: std::sync::atomic::AtomicU32,
     _dir: tempfile::TempDir,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _stops: Vec<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Whether the tests run against the split deployment: `UNDOLOG_TEST_ENGINE=grpc` puts a
+/// gateway that owns no store in front of the engine served over gRPC.
+pub(crate) fn split() -> bool {
+    std::env::var("UNDOLOG_TEST_ENGINE").is_ok_and(|v| v == "grpc")
 }
 
 /// What a test authenticates with: an API key, or an access token of the test issuer. The
@@ -227,19 +235,47 @@ impl TestGateway {
         let file = dir.path().join("undolog.toml");
         let base = format!("http://{}", listener.local_addr().unwrap());
         std::fs::write(&file, toml.replace("@GATEWAY@", &base)).unwrap();
-        let config = GatewayConfig::load(&ConfigSource {
+        let source = ConfigSource {
             file: Some(file),
             listen: Some("127.0.0.1:0".into()),
             store: Some(store.unwrap_or_else(|| {
                 format!("sqlite://{}", dir.path().join("undolog.db").display())
             })),
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
+            engine: None,
+        };
+        let config = GatewayConfig::load(&source).unwrap_or_else(|e| panic!("{e}"));
         let gateway = Gateway::build(config).await.unwrap();
+        let mut stops = Vec::new();
+        // Split (`UNDOLOG_TEST_ENGINE=grpc`): this gateway serves the engine alone over gRPC,
+        // and the tests talk to a second one, in front of it, that owns no store.
+        let front = match split() {
+            false => gateway.clone(),
+            true => {
+                let engine_at = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let url = format!("grpc://{}", engine_at.local_addr().unwrap());
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                stops.push(stop);
+                let engine = gateway.clone();
+                tokio::spawn(async move {
+                    let stopped = async move {
+                        let _ = stopped.await;
+                    };
+                    undolog_gateway::serve_engine(engine, engine_at, stopped)
+                        .await
+                        .unwrap();
+                });
+                let config = GatewayConfig::load(&ConfigSource {
+                    engine: Some(url),
+                    ..source
+                })
+                .unwrap_or_else(|e| panic!("{e}"));
+                Gateway::build(config).await.unwrap()
+            }
+        };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let serving = gateway.clone();
+        stops.push(stop);
         tokio::spawn(async move {
-            undolog_gateway::serve_http(serving, listener, async move {
+            undolog_gateway::serve_http(front, listener, async move {
                 let _ = stopped.await;
             })
             .await
@@ -252,7 +288,7 @@ impl TestGateway {
             issuer: None,
             minted: Default::default(),
             _dir: dir,
-            _stop: stop,
+            _stops: stops,
         }
     }
 
@@ -281,7 +317,7 @@ impl TestGateway {
             };
         }
         let key = undolog_gateway::create_key(
-            &**self.gateway.store(),
+            &**self.gateway.store().expect("the engine's gateway has the store"),
             OrgId::new(org).unwrap(),
             role,
             None,

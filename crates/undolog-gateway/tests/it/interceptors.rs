@@ -73,6 +73,7 @@ async fn client(gw: &TestGateway) -> Client {
 async fn effects(gw: &TestGateway) -> Vec<Effect> {
     gw.gateway
         .engine()
+        .unwrap()
         .session_effects(
             &OrgId::new("default").unwrap(),
             &SessionId::new(SESSION).unwrap(),
@@ -311,6 +312,7 @@ async fn startup_error(bank: &Bank, interceptors: &str) -> String {
         file: Some(file),
         listen: Some("127.0.0.1:0".into()),
         store: Some(format!("sqlite://{}", dir.path().join("u.db").display())),
+        engine: None,
     };
     let config = match GatewayConfig::load(&source) {
         Ok(config) => config,

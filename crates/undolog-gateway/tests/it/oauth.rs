@@ -256,7 +256,7 @@ async fn a_route_that_needs_more_than_the_tokens_role_names_the_missing_scope() 
     // An API key's missing role is not a scope: no challenge.
     let key_agent = {
         let plain = undolog_gateway::create_key(
-            &**gw.gateway.store(),
+            &**gw.gateway.store().unwrap(),
             undolog_types::OrgId::new("acme").unwrap(),
             undolog_types::Role::Agent,
             None,

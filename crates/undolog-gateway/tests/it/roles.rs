@@ -219,6 +219,7 @@ async fn undo_and_resolve_take_an_admin(kind: Kind) {
     let fresh = gw.key("acme", Role::Admin).await;
     gw.gateway
         .store()
+        .unwrap()
         .revoke_api_key(&fresh.id, undolog_types::Timestamp::now())
         .await
         .unwrap();

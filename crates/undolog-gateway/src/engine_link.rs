@@ -1,0 +1,225 @@
+//! The engine a gateway asks: its own, on its store, or one in another process over gRPC
+//! (`undolog serve --engine grpc://…`). Both answer the same methods with the same errors, so
+//! the gateway's code does not know which it talks to.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use undolog_engine::{
+    Call, Compensator, Decider, Engine, EngineConfig, Intercept, ReadOutcome, Rejection,
+    Resolution, StepOutcome, UndoPlanned, UndoProgress, UndoReport,
+};
+use undolog_store::{Approval, Effect, Session};
+use undolog_types::{ApprovalId, ApprovalState, EffectId, OrgId, SessionId, Timestamp};
+
+use crate::{
+    Error,
+    grpc::client::{Note, RemoteEngine},
+};
+
+#[derive(Debug, Clone)]
+pub(crate) enum EngineLink {
+    /// This process's engine.
+    Local(Engine),
+    /// Another process's, asked with the credentials of the client being served: the org in
+    /// each method is the one those credentials name, which the engine reads from them.
+    Remote(RemoteEngine),
+}
+
+use EngineLink::{Local, Remote};
+
+/// Methods the two answer alike: what the local engine `e` is asked, and what the remote one
+/// `r` is, with the method's own arguments.
+macro_rules! both {
+    ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $out:ty {
+        $e:ident => $local:expr,
+        $r:ident => $remote:expr $(,)?
+    })*) => {$(
+        pub(crate) async fn $name(&self $(, $arg: $ty)*) -> Result<$out, Error> {
+            match self {
+                Local($e) => Ok($local.await?),
+                Remote($r) => $remote.await,
+            }
+        }
+    )*};
+}
+
+impl EngineLink {
+    /// This process's engine, when it has one.
+    pub(crate) fn local(&self) -> Option<&Engine> {
+        match self {
+            Local(engine) => Some(engine),
+            Remote(_) => None,
+        }
+    }
+
+    pub(crate) fn config(&self) -> &EngineConfig {
+        match self {
+            Local(engine) => engine.config(),
+            Remote(remote) => remote.config(),
+        }
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        match self {
+            Local(engine) => engine.now(),
+            Remote(_) => Timestamp::now(),
+        }
+    }
+
+    /// Refuses a call the engine would refuse to record, before anything runs.
+    pub(crate) fn validate(&self, call: &Call) -> Result<(), Error> {
+        Ok(undolog_engine::validate(self.config(), call)?)
+    }
+
+    /// Records the tool's result for an effect this caller was told to execute.
+    pub(crate) async fn commit(&self, org: &OrgId, effect: EffectId, result: Value) -> Result<(), Error> {
+        self.commit_with(org, effect, result, None).await
+    }
+
+    /// Records that the tool failed, and why.
+    pub(crate) async fn fail(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        error: impl Into<String>,
+    ) -> Result<(), Error> {
+        self.fail_with(org, effect, error.into(), None, None).await
+    }
+
+    /// Runs `work`, keeping `effect`'s lease while it runs.
+    pub(crate) async fn while_running<T>(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        work: impl Future<Output = T>,
+    ) -> T {
+        match self {
+            Local(engine) => engine.while_running(org, effect, work).await,
+            Remote(remote) => remote.while_running(effect, work).await,
+        }
+    }
+
+    /// Undoes a session. Locally `compensator` runs each step; a remote engine runs them on its
+    /// own upstreams.
+    pub(crate) async fn undo(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+        compensator: &dyn Compensator,
+    ) -> Result<UndoReport, Error> {
+        match self {
+            Local(engine) => Ok(engine.undo(org, id, compensator).await?),
+            Remote(remote) => remote.undo(id).await,
+        }
+    }
+
+    both! {
+        fn intercept(&self, call: Call) -> Intercept {
+            e => e.intercept(call),
+            r => r.intercept(call)
+        }
+        fn reject(&self, call: &Call, reason: String, verdicts: Option<Value>) -> Option<EffectId> {
+            e => e.reject(call, reason, verdicts),
+            r => r.reject(call, reason, verdicts)
+        }
+        fn record_read(
+            &self, call: Call, effect: EffectId, started: Timestamp, outcome: ReadOutcome,
+            verdicts: Option<Value>
+        ) -> Option<Rejection> {
+            e => e.record_read(call, effect, started, outcome, verdicts),
+            r => r.record_read(call, effect, started, outcome, verdicts)
+        }
+        fn commit_with(&self, org: &OrgId, effect: EffectId, result: Value, verdicts: Option<Value>)
+            -> () {
+            e => e.commit_with(org, effect, result, verdicts),
+            r => r.commit_with(effect, result, verdicts)
+        }
+        fn fail_with(
+            &self, org: &OrgId, effect: EffectId, error: String, details: Option<Value>,
+            verdicts: Option<Value>
+        ) -> () {
+            e => e.fail_with(org, effect, error, details, verdicts),
+            r => r.fail_with(effect, error, details, verdicts)
+        }
+        fn not_sent(&self, org: &OrgId, effect: EffectId, reason: String, verdicts: Option<Value>)
+            -> () {
+            e => e.not_sent(org, effect, reason, verdicts),
+            r => r.note(Note::NotSent, effect, reason.into(), verdicts)
+        }
+        fn doubt(&self, org: &OrgId, effect: EffectId, error: String, verdicts: Option<Value>)
+            -> () {
+            e => e.doubt(org, effect, error, verdicts),
+            r => r.note(Note::Doubt, effect, error.into(), verdicts)
+        }
+        fn await_input(&self, org: &OrgId, effect: EffectId, request: Value, verdicts: Option<Value>)
+            -> () {
+            e => e.await_input(org, effect, request, verdicts),
+            r => r.note(Note::AwaitInput, effect, request, verdicts)
+        }
+        fn renew_lease(&self, org: &OrgId, effect: EffectId) -> Timestamp {
+            e => e.renew_lease(org, effect),
+            r => r.renew_lease(effect)
+        }
+        fn effect(&self, org: &OrgId, id: EffectId) -> Effect {
+            e => e.effect(org, id),
+            r => r.effect(id)
+        }
+        fn in_doubt(&self, org: &OrgId) -> Vec<Effect> {
+            e => e.in_doubt(org),
+            r => r.in_doubt()
+        }
+        fn resolve_in_doubt(&self, org: &OrgId, effect: EffectId, resolution: Resolution, by: String)
+            -> () {
+            e => e.resolve_in_doubt(org, effect, resolution, by),
+            r => r.resolve_in_doubt(effect, resolution)
+        }
+        fn sessions(&self, org: &OrgId) -> Vec<Session> {
+            e => e.sessions(org),
+            r => r.sessions()
+        }
+        fn session_effects(&self, org: &OrgId, session: &SessionId) -> Vec<Effect> {
+            e => e.session_effects(org, session),
+            r => r.session_effects(session)
+        }
+        fn approve(&self, org: &OrgId, id: ApprovalId, by: &Decider, reason: Option<String>)
+            -> Approval {
+            e => e.approve(org, id, by, reason),
+            r => r.decide(id, true, reason)
+        }
+        fn deny(&self, org: &OrgId, id: ApprovalId, by: &Decider, reason: String) -> Approval {
+            e => e.deny(org, id, by, reason),
+            r => r.decide(id, false, Some(reason))
+        }
+        fn withdraw(&self, org: &OrgId, id: ApprovalId, by: String) -> Approval {
+            e => e.withdraw(org, id, by),
+            r => r.withdraw(id)
+        }
+        fn approval(&self, org: &OrgId, id: ApprovalId) -> Approval {
+            e => e.approval(org, id),
+            r => r.approval(id)
+        }
+        fn approvals(&self, org: &OrgId, state: Option<ApprovalState>) -> Vec<Approval> {
+            e => e.approvals(org, state),
+            r => r.approvals(state)
+        }
+        fn wait_for_decision(&self, org: &OrgId, id: ApprovalId, timeout: Duration) -> Approval {
+            e => e.wait_for_decision(org, id, timeout),
+            r => r.wait_for_decision(id, timeout)
+        }
+        fn implicit_run(&self, org: &OrgId, principal: &str, idle: Duration) -> SessionId {
+            e => e.implicit_run(org, principal, idle),
+            r => r.implicit_run(idle)
+        }
+        fn begin_undo(&self, org: &OrgId, id: &SessionId) -> UndoPlanned {
+            e => e.begin_undo(org, id),
+            r => r.begin_undo(id)
+        }
+        fn record_undo_step(
+            &self, org: &OrgId, id: &SessionId, claim: &str, effect: EffectId, outcome: StepOutcome
+        ) -> UndoProgress {
+            e => e.record_undo_step(org, id, claim, effect, outcome),
+            r => r.record_undo_step(id, claim, effect, outcome)
+        }
+    }
+}

@@ -1,0 +1,657 @@
+//! The engine in another process, for a gateway that owns no store (`undolog serve --engine
+//! grpc://…`): each method asks `undolog.engine.v1.EffectEngine`, presenting the credentials of
+//! the client being served, so the engine checks every request as if that client had sent it.
+//!
+//! The credentials travel with the request's future ([`presenting`]), as its trace context
+//! does, so the gateway's code calls the engine the same way in both modes.
+
+use std::{future::Future, pin::pin, time::Duration};
+
+use futures::{Stream, StreamExt};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tonic::{
+    Request, Status,
+    metadata::{AsciiMetadataValue, MetadataMap},
+    transport::{Channel, Endpoint},
+};
+use undolog_engine::{
+    Call, EngineConfig, Intercept, ReadOutcome, Rejection, Resolution, StepOutcome, UndoPlanned,
+    UndoProgress, UndoReport,
+};
+use undolog_store::{Approval, Effect, Session};
+use undolog_types::{ApprovalId, ApprovalState, EffectId, Role, SessionId, Tier, Timestamp};
+
+use super::proto::{self, effect_engine_client::EffectEngineClient};
+use crate::{Credential, Error, Principal};
+
+tokio::task_local! {
+    static PRESENTED: Presented;
+}
+
+/// The `authorization` a client sent, passed on to the engine. Never printed.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(crate) struct Presented(Option<AsciiMetadataValue>);
+
+impl std::fmt::Debug for Presented {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Presented(…)" } else { "Presented(none)" })
+    }
+}
+
+impl Presented {
+    /// The header as the client sent it (`Bearer …`), if it did.
+    pub(crate) fn of(authorization: Option<&axum::http::HeaderValue>) -> Presented {
+        Presented(authorization.and_then(|v| AsciiMetadataValue::try_from(v.as_bytes()).ok()))
+    }
+
+    /// The header's text, empty when none was sent.
+    pub(crate) fn text(&self) -> &str {
+        self.0.as_ref().and_then(|v| v.to_str().ok()).unwrap_or_default()
+    }
+}
+
+/// Runs `work` with `presented` as the credentials every engine request it makes carries.
+pub(crate) fn presenting<F: Future>(
+    presented: Presented,
+    work: F,
+) -> impl Future<Output = F::Output> {
+    PRESENTED.scope(presented, work)
+}
+
+/// `work`, carrying the credentials of the request that spawns it (for a task of its own).
+pub(crate) fn carried<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    let current = PRESENTED.try_with(Clone::clone).unwrap_or_default();
+    presenting(current, work)
+}
+
+/// A connection to the engine. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct RemoteEngine {
+    url: String,
+    client: EffectEngineClient<Channel>,
+    /// This gateway's side of the engine's settings (leases, waits, limits).
+    config: std::sync::Arc<EngineConfig>,
+}
+
+impl RemoteEngine {
+    /// Dials lazily: an engine that is down now is tried again at each request.
+    pub(crate) fn connect(url: &str, config: EngineConfig) -> Result<RemoteEngine, Error> {
+        let endpoint = Endpoint::from_shared(url.to_owned())
+            .map_err(|e| Error::Startup(format!("engine: {url:?} is not an address: {e}")))?
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(2))
+            .http2_keep_alive_interval(Duration::from_secs(20));
+        Ok(RemoteEngine {
+            url: url.to_owned(),
+            client: EffectEngineClient::new(endpoint.connect_lazy()),
+            config: std::sync::Arc::new(config),
+        })
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub(crate) fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// `message`, with the credentials of the client being served.
+    fn request<T>(message: T) -> Request<T> {
+        let mut request = Request::new(message);
+        if let Ok(Some(value)) = PRESENTED.try_with(|p| p.0.clone()) {
+            request.metadata_mut().insert("authorization", value);
+        }
+        request
+    }
+
+    fn refused(&self, status: &Status) -> Error {
+        refused(&self.url, status)
+    }
+
+    /// Whether the engine can take calls, and why not (for `/healthz`).
+    pub(crate) async fn health(&self) -> Result<proto::HealthReply, Error> {
+        let mut client = self.client.clone();
+        let reply = client.health(proto::HealthRequest {}).await;
+        Ok(reply.map_err(|s| self.refused(&s))?.into_inner())
+    }
+
+    /// Who `authorization` belongs to, as the engine sees it.
+    pub(crate) async fn authenticate(&self, presented: Presented) -> Result<Principal, Error> {
+        let mut request = Request::new(proto::AuthenticateRequest {});
+        if let Some(value) = &presented.0 {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        let mut client = self.client.clone();
+        let reply = client.authenticate(request).await;
+        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        let org = self.parsed("org", &reply.org)?;
+        let role: Role = self.parsed("role", &reply.role)?;
+        let credential = match (reply.credential.as_str(), reply.credential_id) {
+            ("local", _) => Credential::Local,
+            ("api_key", Some(id)) => Credential::ApiKey { id },
+            ("token", Some(subject)) => Credential::Token { subject },
+            (other, _) => return Err(self.garbled(format!("credential {other:?}"))),
+        };
+        Ok(Principal {
+            org,
+            role,
+            credential,
+            presented,
+        })
+    }
+
+    fn garbled(&self, what: String) -> Error {
+        Error::EngineUnreachable {
+            url: self.url.clone(),
+            reason: format!("it answered what this gateway cannot read: {what}"),
+        }
+    }
+
+    fn parsed<T: std::str::FromStr>(&self, what: &str, text: &str) -> Result<T, Error> {
+        text.parse()
+            .map_err(|_| self.garbled(format!("{what} {text:?}")))
+    }
+
+    fn json<T: DeserializeOwned>(&self, what: &str, text: &str) -> Result<T, Error> {
+        serde_json::from_str(text).map_err(|e| self.garbled(format!("{what}: {e}")))
+    }
+
+    pub(crate) async fn intercept(&self, call: Call) -> Result<Intercept, Error> {
+        use proto::intercept_reply::Decision;
+        let mut client = self.client.clone();
+        let reply = client.intercept(Self::request(call_request(&call))).await;
+        let decision = reply.map_err(|s| self.refused(&s))?.into_inner().decision;
+        let id = |text: &str| self.parsed::<EffectId>("effect_id", text);
+        Ok(match decision {
+            Some(Decision::Execute(execute)) => Intercept::Execute {
+                effect_id: id(&execute.effect_id)?,
+                lease_expires_at: Timestamp(execute.lease_expires_at_ms),
+            },
+            Some(Decision::Replay(replay)) => Intercept::Replay {
+                effect_id: id(&replay.effect_id)?,
+                result: self.json("result_json", &replay.result_json)?,
+            },
+            Some(Decision::Failed(failed)) => Intercept::Failed {
+                effect_id: id(&failed.effect_id)?,
+                error: failed.error,
+                result: (failed.result_json.as_deref())
+                    .map(|text| self.json("result_json", text))
+                    .transpose()?,
+            },
+            Some(Decision::AwaitingApproval(held)) => Intercept::AwaitingApproval {
+                effect_id: id(&held.effect_id)?,
+                approval_id: self.parsed("approval_id", &held.approval_id)?,
+                expires_at: Timestamp(held.expires_at_ms),
+            },
+            Some(Decision::Rejected(rejected)) => Intercept::Rejected {
+                effect_id: rejected.effect_id.as_deref().map(id).transpose()?,
+                reason: self.json::<Rejection>("rejection_json", &rejected.rejection_json)?,
+            },
+            None => return Err(self.garbled("an intercept with no decision".into())),
+        })
+    }
+
+    pub(crate) async fn reject(
+        &self,
+        call: &Call,
+        reason: String,
+        verdicts: Option<Value>,
+    ) -> Result<Option<EffectId>, Error> {
+        let request = proto::RejectRequest {
+            call: Some(call_request(call)),
+            reason,
+            verdicts_json: verdicts.map(|v| v.to_string()),
+        };
+        let mut client = self.client.clone();
+        let reply = client.reject(Self::request(request)).await;
+        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        (reply.effect_id.as_deref())
+            .map(|id| self.parsed("effect_id", id))
+            .transpose()
+    }
+
+    pub(crate) async fn record_read(
+        &self,
+        call: Call,
+        effect: EffectId,
+        started: Timestamp,
+        outcome: ReadOutcome,
+        verdicts: Option<Value>,
+    ) -> Result<Option<Rejection>, Error> {
+        use proto::record_read_request::Outcome;
+        let outcome = match outcome {
+            ReadOutcome::Answered(result) => Outcome::ResultJson(result.to_string()),
+            ReadOutcome::Failed { error, details } => Outcome::Failed(proto::ReadFailure {
+                error,
+                details_json: details.map(|d| d.to_string()),
+            }),
+            ReadOutcome::InputRequired(request) => Outcome::InputRequiredJson(request.to_string()),
+            ReadOutcome::NotSent(why) => Outcome::NotSent(why),
+        };
+        let request = proto::RecordReadRequest {
+            call: Some(call_request(&call)),
+            effect_id: effect.to_string(),
+            started_at_ms: started.as_millis(),
+            outcome: Some(outcome),
+            verdicts_json: verdicts.map(|v| v.to_string()),
+        };
+        let mut client = self.client.clone();
+        let reply = client.record_read(Self::request(request)).await;
+        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        (reply.rejection_json.as_deref())
+            .map(|text| self.json("rejection_json", text))
+            .transpose()
+    }
+
+    pub(crate) async fn commit_with(
+        &self,
+        effect: EffectId,
+        result: Value,
+        verdicts: Option<Value>,
+    ) -> Result<(), Error> {
+        let request = proto::CommitRequest {
+            effect_id: effect.to_string(),
+            result_json: result.to_string(),
+            verdicts_json: verdicts.map(|v| v.to_string()),
+        };
+        let mut client = self.client.clone();
+        let reply = client.commit(Self::request(request)).await;
+        reply.map_err(|s| self.refused(&s))?;
+        Ok(())
+    }
+
+    pub(crate) async fn fail_with(
+        &self,
+        effect: EffectId,
+        error: String,
+        details: Option<Value>,
+        verdicts: Option<Value>,
+    ) -> Result<(), Error> {
+        let request = proto::FailRequest {
+            effect_id: effect.to_string(),
+            error,
+            details_json: details.map(|v| v.to_string()),
+            verdicts_json: verdicts.map(|v| v.to_string()),
+        };
+        let mut client = self.client.clone();
+        let reply = client.fail(Self::request(request)).await;
+        reply.map_err(|s| self.refused(&s))?;
+        Ok(())
+    }
+
+    /// NotSent, Doubt or AwaitInput: a note on a pending effect.
+    pub(crate) async fn note(
+        &self,
+        kind: Note,
+        effect: EffectId,
+        note: Value,
+        verdicts: Option<Value>,
+    ) -> Result<(), Error> {
+        let request = Self::request(proto::NoteRequest {
+            effect_id: effect.to_string(),
+            note_json: note.to_string(),
+            verdicts_json: verdicts.map(|v| v.to_string()),
+        });
+        let mut client = self.client.clone();
+        let reply = match kind {
+            Note::NotSent => client.not_sent(request).await,
+            Note::Doubt => client.doubt(request).await,
+            Note::AwaitInput => client.await_input(request).await,
+        };
+        reply.map_err(|s| self.refused(&s))?;
+        Ok(())
+    }
+
+    pub(crate) async fn renew_lease(&self, effect: EffectId) -> Result<Timestamp, Error> {
+        let mut client = self.client.clone();
+        let request = proto::EffectRequest {
+            effect_id: effect.to_string(),
+        };
+        let reply = client.renew_lease(Self::request(request)).await;
+        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        Ok(Timestamp(reply.lease_expires_at_ms))
+    }
+
+    /// Runs `work`, renewing `effect`'s lease every third of it, as the engine does locally.
+    pub(crate) async fn while_running<T>(
+        &self,
+        effect: EffectId,
+        work: impl Future<Output = T>,
+    ) -> T {
+        let every = (self.config.lease / 3).max(Duration::from_millis(10));
+        let mut work = pin!(work);
+        let mut ticks = tokio::time::interval(every);
+        ticks.tick().await;
+        loop {
+            tokio::select! {
+                done = &mut work => return done,
+                _ = ticks.tick() => {
+                    if let Err(e) = self.renew_lease(effect).await {
+                        tracing::warn!(%effect, error = %e, "the call's lease could not be renewed");
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) async fn effect(&self, id: EffectId) -> Result<Effect, Error> {
+        let mut client = self.client.clone();
+        let request = proto::EffectRequest {
+            effect_id: id.to_string(),
+        };
+        let reply = client.get_effect(Self::request(request)).await;
+        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        self.effect_of(reply.effect)
+    }
+
+    fn effect_of(&self, effect: Option<proto::Effect>) -> Result<Effect, Error> {
+        let effect = effect.ok_or_else(|| self.garbled("no effect".into()))?;
+        self.json("record_json", &effect.record_json)
+    }
+
+    fn effects_of(&self, list: proto::EffectList) -> Result<Vec<Effect>, Error> {
+        list.effects
+            .into_iter()
+            .map(|e| self.effect_of(Some(e)))
+            .collect()
+    }
+
+    fn approval_of(&self, reply: proto::ApprovalReply) -> Result<Approval, Error> {
+        let approval = reply
+            .approval
+            .ok_or_else(|| self.garbled("no approval".into()))?;
+        self.json("record_json", &approval.record_json)
+    }
+
+    pub(crate) async fn approval(&self, id: ApprovalId) -> Result<Approval, Error> {
+        let mut client = self.client.clone();
+        let request = proto::ApprovalRequest {
+            approval_id: id.to_string(),
+        };
+        let reply = client.get_approval(Self::request(request)).await;
+        self.approval_of(reply.map_err(|s| self.refused(&s))?.into_inner())
+    }
+
+    pub(crate) async fn approvals(&self, state: Option<ApprovalState>) -> Result<Vec<Approval>, Error> {
+        let state = state.map(|s| s.to_string());
+        let mut client = self.client.clone();
+        let request = proto::ListApprovalsRequest { state };
+        let reply = client.list_approvals(Self::request(request)).await;
+        let list = reply.map_err(|s| self.refused(&s))?.into_inner();
+        (list.approvals.iter())
+            .map(|a| self.json("record_json", &a.record_json))
+            .collect()
+    }
+
+    /// Approve or Deny (the engine takes who decides from the credentials).
+    pub(crate) async fn decide(
+        &self,
+        id: ApprovalId,
+        approve: bool,
+        reason: Option<String>,
+    ) -> Result<Approval, Error> {
+        let mut client = self.client.clone();
+        let request = Self::request(proto::DecideRequest {
+            approval_id: id.to_string(),
+            reason,
+        });
+        let reply = match approve {
+            true => client.approve(request).await,
+            false => client.deny(request).await,
+        };
+        self.approval_of(reply.map_err(|s| self.refused(&s))?.into_inner())
+    }
+
+    pub(crate) async fn withdraw(&self, id: ApprovalId) -> Result<Approval, Error> {
+        let mut client = self.client.clone();
+        let request = proto::ApprovalRequest {
+            approval_id: id.to_string(),
+        };
+        let reply = client.withdraw(Self::request(request)).await;
+        self.approval_of(reply.map_err(|s| self.refused(&s))?.into_inner())
+    }
+
+    pub(crate) async fn wait_for_decision(
+        &self,
+        id: ApprovalId,
+        timeout: Duration,
+    ) -> Result<Approval, Error> {
+        let mut client = self.client.clone();
+        let request = proto::WaitRequest {
+            approval_id: id.to_string(),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+        let reply = client.wait_for_decision(Self::request(request)).await;
+        self.approval_of(reply.map_err(|s| self.refused(&s))?.into_inner())
+    }
+
+    pub(crate) async fn in_doubt(&self) -> Result<Vec<Effect>, Error> {
+        let mut client = self.client.clone();
+        let reply = client
+            .list_in_doubt(Self::request(proto::ListInDoubtRequest {}))
+            .await;
+        self.effects_of(reply.map_err(|s| self.refused(&s))?.into_inner())
+    }
+
+    pub(crate) async fn resolve_in_doubt(
+        &self,
+        effect: EffectId,
+        resolution: Resolution,
+    ) -> Result<(), Error> {
+        use proto::resolve_request::Verdict;
+        let verdict = match resolution {
+            Resolution::Committed(result) => Verdict::CommittedResultJson(result.to_string()),
+            Resolution::Failed(error) => Verdict::FailedError(error),
+        };
+        let mut client = self.client.clone();
+        let request = proto::ResolveRequest {
+            effect_id: effect.to_string(),
+            verdict: Some(verdict),
+        };
+        let reply = client.resolve_in_doubt(Self::request(request)).await;
+        reply.map_err(|s| self.refused(&s))?;
+        Ok(())
+    }
+
+    pub(crate) async fn sessions(&self) -> Result<Vec<Session>, Error> {
+        let mut client = self.client.clone();
+        let reply = client
+            .list_sessions(Self::request(proto::ListSessionsRequest {}))
+            .await;
+        let list = reply.map_err(|s| self.refused(&s))?.into_inner();
+        (list.record_json.iter())
+            .map(|text| self.json("record_json", text))
+            .collect()
+    }
+
+    pub(crate) async fn session_effects(&self, session: &SessionId) -> Result<Vec<Effect>, Error> {
+        let mut client = self.client.clone();
+        let request = proto::SessionRequest {
+            session_id: session.to_string(),
+        };
+        let reply = client.list_session_effects(Self::request(request)).await;
+        self.effects_of(reply.map_err(|s| self.refused(&s))?.into_inner())
+    }
+
+    pub(crate) async fn implicit_run(&self, idle: Duration) -> Result<SessionId, Error> {
+        let mut client = self.client.clone();
+        let request = proto::ImplicitRunRequest {
+            idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
+        };
+        let reply = client.implicit_run(Self::request(request)).await;
+        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        self.parsed("session_id", &reply.session_id)
+    }
+
+    /// Undoes `session` on the engine, which runs each compensation on its own upstreams.
+    pub(crate) async fn undo(&self, session: &SessionId) -> Result<UndoReport, Error> {
+        use proto::undo_update::Update;
+        let mut client = self.client.clone();
+        let request = proto::UndoRequest {
+            session_id: session.to_string(),
+        };
+        let reply = client.undo(Self::request(request)).await;
+        let mut updates = reply.map_err(|s| self.refused(&s))?.into_inner();
+        loop {
+            match updates.message().await.map_err(|s| self.refused(&s))? {
+                Some(proto::UndoUpdate {
+                    update: Some(Update::Done(done)),
+                }) => return self.json("report_json", &done.report_json),
+                Some(_) => {}
+                None => return Err(self.garbled("an undo stream that ended with no report".into())),
+            }
+        }
+    }
+
+    pub(crate) async fn begin_undo(&self, session: &SessionId) -> Result<UndoPlanned, Error> {
+        let mut client = self.client.clone();
+        let request = proto::SessionRequest {
+            session_id: session.to_string(),
+        };
+        let reply = client.begin_undo(Self::request(request)).await;
+        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        self.json("record_json", &reply.record_json)
+    }
+
+    pub(crate) async fn record_undo_step(
+        &self,
+        session: &SessionId,
+        claim: &str,
+        effect: EffectId,
+        outcome: StepOutcome,
+    ) -> Result<UndoProgress, Error> {
+        let step = match outcome {
+            StepOutcome::Compensated {
+                detail: undolog_engine::Compensated::Done { result },
+            } => json!({"outcome": "compensated", "claim": claim, "result": result}),
+            StepOutcome::Compensated {
+                detail: undolog_engine::Compensated::AlreadyUndone,
+            } => json!({"outcome": "already_undone", "claim": claim}),
+            StepOutcome::Failed { error } => {
+                json!({"outcome": "failed", "claim": claim, "error": error})
+            }
+        };
+        let mut client = self.client.clone();
+        let request = proto::UndoStepRequest {
+            session_id: session.to_string(),
+            effect_id: effect.to_string(),
+            step_json: step.to_string(),
+        };
+        let reply = client.record_undo_step(Self::request(request)).await;
+        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        self.json("record_json", &reply.record_json)
+    }
+
+    /// The events of the org of the credentials being served, each with its type, as the
+    /// engine streams them; the stream ends when the engine's does (an SSE client reconnects).
+    pub(crate) fn org_events(&self) -> impl Stream<Item = (String, Value)> + Send + 'static {
+        let (this, presented) = (self.clone(), PRESENTED.try_with(Clone::clone).unwrap_or_default());
+        let opened = async move {
+            let request = presenting(presented, async { Self::request(proto::EventsRequest {}) });
+            let mut client = this.client.clone();
+            match client.events(request.await).await {
+                Ok(events) => events.into_inner().boxed(),
+                Err(status) => {
+                    tracing::warn!(error = %this.refused(&status), "the engine's events");
+                    futures::stream::empty().boxed()
+                }
+            }
+        };
+        futures::stream::once(opened).flatten().filter_map(|event| async move {
+            let event = event.ok()?;
+            Some((event.r#type, serde_json::from_str(&event.event_json).ok()?))
+        })
+    }
+}
+
+/// The notes a pending effect takes besides its outcome.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Note {
+    NotSent,
+    Doubt,
+    AwaitInput,
+}
+
+/// A gateway's call as the engine takes it.
+fn call_request(call: &Call) -> proto::InterceptRequest {
+    let tier = match call.policy.tier {
+        Tier::ReadOnly => proto::Tier::ReadOnly,
+        Tier::Compensable => proto::Tier::Compensable,
+        Tier::Irreversible => proto::Tier::Irreversible,
+    };
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    proto::InterceptRequest {
+        session_id: call.session.to_string(),
+        tool: call.tool.clone(),
+        arguments_json: serde_json::to_string(call.args.as_map()).unwrap_or_default(),
+        tier: tier.into(),
+        compensation_json: (call.policy.compensation.as_ref())
+            .map(|c| serde_json::to_string(c).unwrap_or_default()),
+        idempotent: call.policy.idempotent,
+        requires_approval: call.policy.requires_approval,
+        step: call.step,
+        idempotency_key: call.idempotency_key.clone(),
+        lease_ms: call.lease.map(millis),
+        wait_ms: call.wait.map(millis),
+    }
+}
+
+fn metadata_text<'m>(metadata: &'m MetadataMap, key: &str) -> Option<&'m str> {
+    metadata.get(key).and_then(|v| v.to_str().ok())
+}
+
+/// The engine's refusal as the error this gateway answers: the same status, code and message,
+/// rebuilt as the engine's own error where the gateway acts on which one it is. A status with
+/// no `x-undolog-code` did not come from the engine's code: the engine was not reached.
+fn refused(url: &str, status: &Status) -> Error {
+    use undolog_engine::Error as E;
+    let metadata = status.metadata();
+    let Some(code) = metadata_text(metadata, "x-undolog-code") else {
+        return Error::EngineUnreachable {
+            url: url.to_owned(),
+            reason: status.message().to_owned(),
+        };
+    };
+    let detail: Value = metadata_text(metadata, "x-undolog-detail")
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or(Value::Null);
+    let effect = detail["effect_id"].as_str().and_then(|id| id.parse::<EffectId>().ok());
+    let approval = detail["approval_id"].as_str().and_then(|id| id.parse::<ApprovalId>().ok());
+    let message = status.message().to_owned();
+    match (code, effect, approval) {
+        ("still_running", Some(effect), _) => E::StillRunning {
+            effect,
+            waited: Duration::from_millis(detail["waited_ms"].as_u64().unwrap_or(0)),
+        }
+        .into(),
+        ("unknown_effect", Some(effect), _) => E::UnknownEffect(effect).into(),
+        ("not_pending", Some(effect), _) => match serde_json::from_value(detail["state"].clone()) {
+            Ok(state) => E::NotPending { effect, state }.into(),
+            Err(_) => remote(status, code, message, Some(effect)),
+        },
+        ("still_waiting_for_approval", _, Some(approval)) => E::ApprovalWaitTimedOut(approval).into(),
+        ("unknown_approval", _, Some(approval)) => E::UnknownApproval(approval).into(),
+        ("unauthorized", ..) => Error::Unauthorized(message),
+        ("invalid_token", ..) => Error::InvalidToken(message),
+        ("forbidden", ..) => match detail["needed"].as_str().map(str::parse::<Role>) {
+            Some(Ok(needed)) => Error::RoleMissing { needed, message },
+            _ => Error::Forbidden(message),
+        },
+        _ => remote(status, code, message, effect),
+    }
+}
+
+fn remote(status: &Status, code: &str, message: String, effect_id: Option<EffectId>) -> Error {
+    let http = metadata_text(status.metadata(), "x-undolog-status")
+        .and_then(|s| s.parse::<u16>().ok())
+        .and_then(|s| axum::http::StatusCode::from_u16(s).ok())
+        .unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
+    Error::Remote {
+        status: http,
+        code: code.to_owned(),
+        message,
+        effect_id,
+    }
+}
