@@ -38,7 +38,8 @@ macro_rules! both {
         pub(crate) async fn $name(&self $(, $arg: $ty)*) -> Result<$out, Error> {
             match self {
                 Local($e) => Ok($local.await?),
-                Remote($r) => $remote.await,
+                // Boxed: a gRPC request's future is large, and would enlarge every caller's.
+                Remote($r) => Box::pin($remote).await,
             }
         }
     )*};
@@ -96,7 +97,7 @@ impl EngineLink {
     ) -> T {
         match self {
             Local(engine) => engine.while_running(org, effect, work).await,
-            Remote(remote) => remote.while_running(effect, work).await,
+            Remote(remote) => Box::pin(remote.while_running(effect, work)).await,
         }
     }
 
@@ -110,7 +111,7 @@ impl EngineLink {
     ) -> Result<UndoReport, Error> {
         match self {
             Local(engine) => Ok(engine.undo(org, id, compensator).await?),
-            Remote(remote) => remote.undo(id).await,
+            Remote(remote) => Box::pin(remote.undo(id)).await,
         }
     }
 
