@@ -38,6 +38,8 @@ pub use error::Error;
 pub use events::Event;
 pub use executor::Health;
 pub use outcome::{Intercept, Rejection};
-pub use saga::{Compensated, Compensator, StepOutcome, UndoReport, UndoStep};
+pub use saga::{
+    Compensated, Compensator, StepOutcome, UndoReport, UndoRun, UndoStep, UndoSteps, run_undo,
+};
 pub use sessions::SNAPSHOT_FORMAT;
 pub use undo_steps::{PlannedStep, UndoPlanned, UndoProgress};

@@ -58,61 +58,94 @@ pub enum StepOutcome {
     Failed { error: String },
 }
 
+/// An undo's three moves, which [`run_undo`] strings together: this engine's own, or those of an
+/// engine in another process asked one request each (a gateway in front of it then runs each
+/// compensation itself, through its own upstreams and interceptors).
+#[async_trait]
+pub trait UndoSteps: Send + Sync {
+    type Error: From<Error> + Send;
+
+    /// Claims the session for a new undo: its holder, and what cannot be undone.
+    async fn open_undo(&self, org: &OrgId, id: &SessionId) -> Result<UndoRun, Self::Error>;
+
+    /// The next effect to compensate, marked as being compensated (so that an undo cut off
+    /// here keeps it for a person rather than running it twice), or `None` once the session is
+    /// compensated. Renews the claim.
+    async fn next_undo_step(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+        holder: &str,
+    ) -> Result<Option<Effect>, Self::Error>;
+
+    /// Records how that compensation went; the state the session ended in, if it did.
+    async fn record_undo_try(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+        holder: &str,
+        tried: &UndoStep,
+    ) -> Result<Option<SessionState>, Self::Error>;
+
+    /// How many times, and how far apart, a failing compensation is tried.
+    fn retries(&self) -> (u32, Duration);
+}
+
+/// An undo that holds its session's claim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UndoRun {
+    pub holder: String,
+    pub not_undoable: Vec<EffectId>,
+}
+
+/// Undoes a session through `steps`: claims it (one undo at a time), runs each compensation
+/// (newest first, with retries and backoff), and ends `compensated`, or `compensation_failed`
+/// at the first step that keeps failing — that step is kept for a person, and the rest are left
+/// untouched.
+pub async fn run_undo<S: UndoSteps + ?Sized>(
+    steps: &S,
+    org: &OrgId,
+    id: &SessionId,
+    compensator: &dyn Compensator,
+) -> Result<UndoReport, S::Error> {
+    let run = steps.open_undo(org, id).await?;
+    let mut tried = Vec::new();
+    loop {
+        let Some(effect) = steps.next_undo_step(org, id, &run.holder).await? else {
+            return Ok(report(
+                id,
+                SessionState::Compensated,
+                tried,
+                run.not_undoable,
+            ));
+        };
+        let (outcome, attempts) =
+            compensate_with_retries(steps.retries(), &effect, compensator).await;
+        let step = UndoStep {
+            effect_id: effect.id,
+            tool: effect.tool.clone(),
+            attempts,
+            outcome,
+        };
+        let ended = steps.record_undo_try(org, id, &run.holder, &step).await?;
+        tried.push(step);
+        if let Some(ended) = ended {
+            return Ok(report(id, ended, tried, run.not_undoable));
+        }
+    }
+}
+
 impl Engine {
-    /// Undoes a session: claims it (one undo at a time), runs each compensation (newest first,
-    /// with retries and backoff), and ends `compensated`, or `compensation_failed` at the first
-    /// step that keeps failing — that step is kept for a person, and the rest are left untouched.
-    /// An undo already running answers [`Error::UndoRunning`]; one that stopped mid-step
-    /// answers [`Error::UndoInterrupted`] after keeping that step for a person.
+    /// Undoes a session ([`run_undo`] on this engine). An undo already running answers
+    /// [`Error::UndoRunning`]; one that stopped mid-step answers [`Error::UndoInterrupted`]
+    /// after keeping that step for a person.
     pub async fn undo(
         &self,
         org: &OrgId,
         id: &SessionId,
         compensator: &dyn Compensator,
     ) -> Result<UndoReport, Error> {
-        let holder = self.undo_holder("undo");
-        let plan = self.start_undo(org, id, &holder).await?;
-        let mut steps = Vec::with_capacity(plan.steps.len());
-        loop {
-            let (tx, view) = self.undo_view(org, id).await?;
-            let claim_until = view.now.plus(self.config().undo_claim);
-            let effect = match core::next_step(view, &holder, claim_until)? {
-                UndoNext::Done { writes } => {
-                    self.commit_writes(tx, &writes).await?;
-                    self.session_changed(org, id, SessionState::Compensated);
-                    return Ok(report(
-                        id,
-                        SessionState::Compensated,
-                        steps,
-                        plan.not_undoable,
-                    ));
-                }
-                UndoNext::Compensate { effect, writes } => {
-                    self.commit_writes(tx, &writes).await?;
-                    effect
-                }
-            };
-            let (outcome, attempts) = self.compensate_with_retries(&effect, compensator).await;
-            let result = match &outcome {
-                StepOutcome::Compensated { .. } => core::StepResult::Compensated,
-                StepOutcome::Failed { error } => core::StepResult::Failed {
-                    error: format!("after {attempts} attempts: {error}"),
-                },
-            };
-            let (tx, view) = self.undo_view(org, id).await?;
-            let recorded = core::finish_step(view, &holder, effect.id, &result)?;
-            self.commit_step(tx, org, id, effect.id, recorded.clone())
-                .await?;
-            steps.push(UndoStep {
-                effect_id: effect.id,
-                tool: effect.tool.clone(),
-                attempts,
-                outcome,
-            });
-            if let Some(ended) = recorded.session_ended {
-                return Ok(report(id, ended, steps, plan.not_undoable));
-            }
-        }
+        run_undo(self, org, id, compensator).await
     }
 
     /// A name for one undo run, unique across processes: the holder of its claim.
@@ -210,30 +243,90 @@ impl Engine {
             state,
         }]);
     }
+}
 
-    /// Runs one compensation, retrying with backoff; how it ended and how many attempts it took.
-    async fn compensate_with_retries(
-        &self,
-        effect: &Effect,
-        compensator: &dyn Compensator,
-    ) -> (StepOutcome, u32) {
-        let config = self.config();
-        let mut attempts = 0;
-        let mut backoff = config.compensation_backoff;
-        loop {
-            attempts += 1;
-            match compensator.compensate(effect).await {
-                Ok(done) => return (StepOutcome::Compensated { detail: done }, attempts),
-                Err(error) if attempts >= config.compensation_attempts.max(1) => {
-                    return (StepOutcome::Failed { error }, attempts);
-                }
-                Err(error) => {
-                    tracing::warn!(effect = %effect.id, attempts, %error, "compensation failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = backoff.saturating_mul(2).min(Duration::from_secs(30));
-                }
+/// Runs one compensation, trying again with backoff up to `attempts` times.
+async fn compensate_with_retries(
+    (attempts_allowed, first_backoff): (u32, Duration),
+    effect: &Effect,
+    compensator: &dyn Compensator,
+) -> (StepOutcome, u32) {
+    let mut attempts = 0;
+    let mut backoff = first_backoff;
+    loop {
+        attempts += 1;
+        match compensator.compensate(effect).await {
+            Ok(done) => return (StepOutcome::Compensated { detail: done }, attempts),
+            Err(error) if attempts >= attempts_allowed.max(1) => {
+                return (StepOutcome::Failed { error }, attempts);
+            }
+            Err(error) => {
+                tracing::warn!(effect = %effect.id, attempts, %error, "compensation failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = backoff.saturating_mul(2).min(Duration::from_secs(30));
             }
         }
+    }
+}
+
+#[async_trait]
+impl UndoSteps for Engine {
+    type Error = Error;
+
+    async fn open_undo(&self, org: &OrgId, id: &SessionId) -> Result<UndoRun, Error> {
+        let holder = self.undo_holder("undo");
+        let plan = self.start_undo(org, id, &holder).await?;
+        Ok(UndoRun {
+            holder,
+            not_undoable: plan.not_undoable,
+        })
+    }
+
+    async fn next_undo_step(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+        holder: &str,
+    ) -> Result<Option<Effect>, Error> {
+        let (tx, view) = self.undo_view(org, id).await?;
+        let claim_until = view.now.plus(self.config().undo_claim);
+        match core::next_step(view, holder, claim_until)? {
+            UndoNext::Done { writes } => {
+                self.commit_writes(tx, &writes).await?;
+                self.session_changed(org, id, SessionState::Compensated);
+                Ok(None)
+            }
+            UndoNext::Compensate { effect, writes } => {
+                self.commit_writes(tx, &writes).await?;
+                Ok(Some(*effect))
+            }
+        }
+    }
+
+    async fn record_undo_try(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+        holder: &str,
+        tried: &UndoStep,
+    ) -> Result<Option<SessionState>, Error> {
+        let result = match &tried.outcome {
+            StepOutcome::Compensated { .. } => core::StepResult::Compensated,
+            StepOutcome::Failed { error } => core::StepResult::Failed {
+                error: format!("after {} attempts: {error}", tried.attempts),
+            },
+        };
+        let (tx, view) = self.undo_view(org, id).await?;
+        let recorded = core::finish_step(view, holder, tried.effect_id, &result)?;
+        let ended = recorded.session_ended;
+        self.commit_step(tx, org, id, tried.effect_id, recorded)
+            .await?;
+        Ok(ended)
+    }
+
+    fn retries(&self) -> (u32, Duration) {
+        let config = self.config();
+        (config.compensation_attempts, config.compensation_backoff)
     }
 }
 

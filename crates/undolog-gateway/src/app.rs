@@ -213,25 +213,13 @@ impl Gateway {
         if addr.ip().is_loopback() || self.oauth.is_some() {
             return Ok(());
         }
-        let open = match (&self.store, &self.engine) {
-            (Some(store), _) => {
-                !(store.has_api_keys().await).map_err(|e| Error::Startup(e.to_string()))?
-            }
-            // The engine says whether no credential is needed.
-            (None, EngineLink::Remote(remote)) => {
-                match remote.authenticate(Default::default()).await {
-                    Ok(_) => true,
-                    Err(Error::EngineUnreachable { url, reason }) => {
-                        return Err(Error::Startup(format!(
-                            "the engine at {url} cannot be reached ({reason}); start it first \
-                             (`undolog engine --listen …`)"
-                        )));
-                    }
-                    Err(_) => false,
-                }
-            }
-            (None, EngineLink::Local(_)) => false,
-        };
+        let open = self.open_mode().await.map_err(|e| match e {
+            Error::EngineUnreachable { url, reason } => Error::Startup(format!(
+                "the engine at {url} cannot be reached ({reason}); start it first (`undolog \
+                 engine --listen …`)"
+            )),
+            other => Error::Startup(other.to_string()),
+        })?;
         if open {
             return Err(Error::Startup(format!(
                 "refusing to listen on {addr}: no API keys exist, so anyone who can reach this \

@@ -305,7 +305,7 @@ impl Gateway {
     /// Open mode: no key exists yet. While open, the store is asked again at most every
     /// [`OPEN_MODE_RECHECK`], so a key made by another process closes it within that; keys are
     /// never deleted, so once one is seen the answer is kept.
-    async fn open_mode(&self) -> Result<bool, Error> {
+    pub(crate) async fn open_mode(&self) -> Result<bool, Error> {
         // With an authorization server configured every request needs a credential.
         if self.oauth.is_some() || self.key_cache.keys_exist() {
             return Ok(false);
@@ -313,8 +313,20 @@ impl Gateway {
         if self.key_cache.recently_open() {
             return Ok(true);
         }
-        let Some(store) = &self.store else {
-            return Ok(false);
+        let store = match (&self.store, &self.engine) {
+            (Some(store), _) => store,
+            // The engine knows: it takes no credential while it is open.
+            (None, EngineLink::Remote(remote)) => {
+                return match self
+                    .principal_of_engine(remote, &Presented::default())
+                    .await
+                {
+                    Ok(principal) => Ok(principal.is_local_operator()),
+                    Err(e @ Error::EngineUnreachable { .. }) => Err(e),
+                    Err(_) => Ok(false),
+                };
+            }
+            (None, EngineLink::Local(_)) => return Ok(false),
         };
         let exist = store
             .has_api_keys()

@@ -24,8 +24,8 @@ use undolog_engine::crash_points;
 
 use crate::{
     Error, Gateway,
-    engine_link::EngineLink,
     config::{ApprovalMode, TaskSupport},
+    engine_link::EngineLink,
     interceptors::{self, RequestVerdict, ResponseVerdict},
     metrics::UpstreamOutcome,
     results,

@@ -74,7 +74,12 @@ impl EngineLink {
     }
 
     /// Records the tool's result for an effect this caller was told to execute.
-    pub(crate) async fn commit(&self, org: &OrgId, effect: EffectId, result: Value) -> Result<(), Error> {
+    pub(crate) async fn commit(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        result: Value,
+    ) -> Result<(), Error> {
         self.commit_with(org, effect, result, None).await
     }
 
@@ -101,8 +106,7 @@ impl EngineLink {
         }
     }
 
-    /// Undoes a session. Locally `compensator` runs each step; a remote engine runs them on its
-    /// own upstreams.
+    /// Undoes a session, `compensator` running each step here, whichever engine keeps the saga.
     pub(crate) async fn undo(
         &self,
         org: &OrgId,
@@ -111,7 +115,9 @@ impl EngineLink {
     ) -> Result<UndoReport, Error> {
         match self {
             Local(engine) => Ok(engine.undo(org, id, compensator).await?),
-            Remote(remote) => Box::pin(remote.undo(id)).await,
+            Remote(remote) => {
+                Box::pin(undolog_engine::run_undo(remote, org, id, compensator)).await
+            }
         }
     }
 

@@ -25,8 +25,8 @@ use undolog_types::Args;
 
 use crate::{
     Error, Gateway, Principal,
-    grpc::client::presenting,
     calls::{Caller, InputRound, Outcome, ToolCall},
+    grpc::client::presenting,
     results,
     runs::{self, BoundRun, CallSession, Named},
     upstream::{CacheHint, Era, Requester, Subscriber, UpstreamError},
@@ -331,7 +331,8 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let principal = self.principal(&context)?;
-        let update = (self.gateway).update_task(&principal, &request.task_id, request.input_responses);
+        let update =
+            (self.gateway).update_task(&principal, &request.task_id, request.input_responses);
         presenting(principal.presented.clone(), update).await
     }
 

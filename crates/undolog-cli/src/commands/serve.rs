@@ -84,7 +84,10 @@ pub(crate) async fn serve(args: ServeArgs, json_logs: bool) -> anyhow::Result<()
     let config = args.source.load_with(args.listen, args.engine)?;
     let listen = config.listen;
     if let Some(engine) = &config.engine {
-        announce(json_logs, &format!("asking the engine at {engine} for every decision (no store here)"));
+        announce(
+            json_logs,
+            &format!("asking the engine at {engine} for every decision (no store here)"),
+        );
     }
     let gateway = Gateway::build(config).await?;
     report_upstreams(json_logs, &gateway);

@@ -1,6 +1,6 @@
-//! Two `undolog serve` processes on one PostgreSQL database agree through it: identical calls
-//! spread over both run once upstream, and an approval given at one releases a call held at the
-//! other.
+//! Two `undolog serve` processes agree, on one PostgreSQL database or in front of one `undolog
+//! engine` (the split deployment): identical calls spread over both run once upstream, and an
+//! approval given at one releases a call held at the other.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -12,16 +12,17 @@ use serde_json::{Value, json};
 
 use crate::gateway::{Killed, curl_json, fixtures, free_port, repo, wait_healthy};
 
-fn serve(config: &std::path::Path, port: u16) -> Killed {
-    let gateway = Killed(
-        Command::new(env!("CARGO_BIN_EXE_undolog"))
-            .args(["serve", "--config"])
-            .arg(config)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+/// `undolog serve` on `port`, in front of the engine at `engine` if one is given.
+fn serve(config: &std::path::Path, port: u16, engine: Option<u16>) -> Killed {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_undolog"));
+    command
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(["--listen", &format!("127.0.0.1:{port}")]);
+    if let Some(engine) = engine {
+        command.args(["--engine", &format!("grpc://127.0.0.1:{engine}")]);
+    }
+    let gateway = Killed(command.stderr(Stdio::null()).spawn().unwrap());
     wait_healthy(&format!("http://127.0.0.1:{port}"));
     gateway
 }
@@ -29,8 +30,40 @@ fn serve(config: &std::path::Path, port: u16) -> Killed {
 #[test]
 fn two_gateways_on_one_database_run_an_identical_call_once_and_share_approvals() {
     let db = undolog_store::scratch::ScratchDatabase::new("undolog_test_gw");
+    let (_bank, _dir, config) = bank_and_config(&db);
+    let (port_a, port_b) = (free_port(), free_port());
+    let _a = serve(&config, port_a, None);
+    let _b = serve(&config, port_b, None);
+    agree(port_a, port_b);
+}
+
+#[test]
+fn two_gateways_in_front_of_one_engine_run_an_identical_call_once_and_share_approvals() {
+    let db = undolog_store::scratch::ScratchDatabase::new("undolog_test_split");
+    let (_bank, _dir, config) = bank_and_config(&db);
+    let engine_port = free_port();
+    let _engine = Killed(
+        Command::new(env!("CARGO_BIN_EXE_undolog"))
+            .args(["engine", "--config"])
+            .arg(&config)
+            .args(["--listen", &format!("127.0.0.1:{engine_port}")])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (port_a, port_b) = (free_port(), free_port());
+    // Each is healthy once the engine answers that it is.
+    let _a = serve(&config, port_a, Some(engine_port));
+    let _b = serve(&config, port_b, Some(engine_port));
+    agree(port_a, port_b);
+}
+
+/// The demo bank, and a configuration on `db` that classifies its tools.
+fn bank_and_config(
+    db: &undolog_store::scratch::ScratchDatabase,
+) -> (Killed, tempfile::TempDir, std::path::PathBuf) {
     let bank_port = free_port();
-    let _bank = Killed(
+    let bank = Killed(
         Command::new(env!("CARGO_BIN_EXE_undolog"))
             .args(["demo-bank", "--listen", &format!("127.0.0.1:{bank_port}")])
             .stderr(Stdio::null())
@@ -60,10 +93,11 @@ tier = "irreversible"
         ),
     )
     .unwrap();
-    let (port_a, port_b) = (free_port(), free_port());
-    let _a = serve(&config, port_a);
-    let _b = serve(&config, port_b);
+    (bank, dir, config)
+}
 
+/// What gateways A and B must agree on.
+fn agree(port_a: u16, port_b: u16) {
     // 64 identical transfers at once, half at each gateway.
     let calls: Vec<_> = (0..64)
         .map(|i| {

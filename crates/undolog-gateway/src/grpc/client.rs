@@ -17,10 +17,12 @@ use tonic::{
 };
 use undolog_engine::{
     Call, EngineConfig, Intercept, ReadOutcome, Rejection, Resolution, StepOutcome, UndoPlanned,
-    UndoProgress, UndoReport,
+    UndoProgress, UndoRun, UndoStep, UndoSteps,
 };
 use undolog_store::{Approval, Effect, Session};
-use undolog_types::{ApprovalId, ApprovalState, EffectId, Role, SessionId, Tier, Timestamp};
+use undolog_types::{
+    ApprovalId, ApprovalState, EffectId, OrgId, Role, SessionId, SessionState, Tier, Timestamp,
+};
 
 use super::proto::{self, effect_engine_client::EffectEngineClient};
 use crate::{Credential, Error, Principal};
@@ -35,7 +37,11 @@ pub(crate) struct Presented(Option<AsciiMetadataValue>);
 
 impl std::fmt::Debug for Presented {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "Presented(…)" } else { "Presented(none)" })
+        f.write_str(if self.0.is_some() {
+            "Presented(…)"
+        } else {
+            "Presented(none)"
+        })
     }
 }
 
@@ -47,7 +53,10 @@ impl Presented {
 
     /// The header's text, empty when none was sent.
     pub(crate) fn text(&self) -> &str {
-        self.0.as_ref().and_then(|v| v.to_str().ok()).unwrap_or_default()
+        self.0
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
     }
 }
 
@@ -121,7 +130,9 @@ impl RemoteEngine {
     pub(crate) async fn authenticate(&self, presented: Presented) -> Result<Principal, Error> {
         let mut request = Request::new(proto::AuthenticateRequest {});
         if let Some(value) = &presented.0 {
-            request.metadata_mut().insert("authorization", value.clone());
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
         }
         let mut client = self.client.clone();
         let reply = client.authenticate(request).await;
@@ -374,7 +385,10 @@ impl RemoteEngine {
         self.approval_of(reply.map_err(|s| self.refused(&s))?.into_inner())
     }
 
-    pub(crate) async fn approvals(&self, state: Option<ApprovalState>) -> Result<Vec<Approval>, Error> {
+    pub(crate) async fn approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<Approval>, Error> {
         let state = state.map(|s| s.to_string());
         let mut client = self.client.clone();
         let request = proto::ListApprovalsRequest { state };
@@ -485,26 +499,6 @@ impl RemoteEngine {
         self.parsed("session_id", &reply.session_id)
     }
 
-    /// Undoes `session` on the engine, which runs each compensation on its own upstreams.
-    pub(crate) async fn undo(&self, session: &SessionId) -> Result<UndoReport, Error> {
-        use proto::undo_update::Update;
-        let mut client = self.client.clone();
-        let request = proto::UndoRequest {
-            session_id: session.to_string(),
-        };
-        let reply = client.undo(Self::request(request)).await;
-        let mut updates = reply.map_err(|s| self.refused(&s))?.into_inner();
-        loop {
-            match updates.message().await.map_err(|s| self.refused(&s))? {
-                Some(proto::UndoUpdate {
-                    update: Some(Update::Done(done)),
-                }) => return self.json("report_json", &done.report_json),
-                Some(_) => {}
-                None => return Err(self.garbled("an undo stream that ended with no report".into())),
-            }
-        }
-    }
-
     pub(crate) async fn begin_undo(&self, session: &SessionId) -> Result<UndoPlanned, Error> {
         let mut client = self.client.clone();
         let request = proto::SessionRequest {
@@ -547,7 +541,10 @@ impl RemoteEngine {
     /// The events of the org of the credentials being served, each with its type, as the
     /// engine streams them; the stream ends when the engine's does (an SSE client reconnects).
     pub(crate) fn org_events(&self) -> impl Stream<Item = (String, Value)> + Send + 'static {
-        let (this, presented) = (self.clone(), PRESENTED.try_with(Clone::clone).unwrap_or_default());
+        let (this, presented) = (
+            self.clone(),
+            PRESENTED.try_with(Clone::clone).unwrap_or_default(),
+        );
         let opened = async move {
             let request = presenting(presented, async { Self::request(proto::EventsRequest {}) });
             let mut client = this.client.clone();
@@ -559,10 +556,12 @@ impl RemoteEngine {
                 }
             }
         };
-        futures::stream::once(opened).flatten().filter_map(|event| async move {
-            let event = event.ok()?;
-            Some((event.r#type, serde_json::from_str(&event.event_json).ok()?))
-        })
+        futures::stream::once(opened)
+            .flatten()
+            .filter_map(|event| async move {
+                let event = event.ok()?;
+                Some((event.r#type, serde_json::from_str(&event.event_json).ok()?))
+            })
     }
 }
 
@@ -617,8 +616,12 @@ fn refused(url: &str, status: &Status) -> Error {
     let detail: Value = metadata_text(metadata, "x-undolog-detail")
         .and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or(Value::Null);
-    let effect = detail["effect_id"].as_str().and_then(|id| id.parse::<EffectId>().ok());
-    let approval = detail["approval_id"].as_str().and_then(|id| id.parse::<ApprovalId>().ok());
+    let effect = detail["effect_id"]
+        .as_str()
+        .and_then(|id| id.parse::<EffectId>().ok());
+    let approval = detail["approval_id"]
+        .as_str()
+        .and_then(|id| id.parse::<ApprovalId>().ok());
     let message = status.message().to_owned();
     match (code, effect, approval) {
         ("still_running", Some(effect), _) => E::StillRunning {
@@ -631,7 +634,9 @@ fn refused(url: &str, status: &Status) -> Error {
             Ok(state) => E::NotPending { effect, state }.into(),
             Err(_) => remote(status, code, message, Some(effect)),
         },
-        ("still_waiting_for_approval", _, Some(approval)) => E::ApprovalWaitTimedOut(approval).into(),
+        ("still_waiting_for_approval", _, Some(approval)) => {
+            E::ApprovalWaitTimedOut(approval).into()
+        }
         ("unknown_approval", _, Some(approval)) => E::UnknownApproval(approval).into(),
         ("unauthorized", ..) => Error::Unauthorized(message),
         ("invalid_token", ..) => Error::InvalidToken(message),
@@ -653,5 +658,70 @@ fn remote(status: &Status, code: &str, message: String, effect_id: Option<Effect
         code: code.to_owned(),
         message,
         effect_id,
+    }
+}
+
+/// The engine's saga, one request per move, with this gateway running each compensation
+/// through its own upstreams and interceptor chain (which knows what this session read).
+#[async_trait::async_trait]
+impl UndoSteps for RemoteEngine {
+    type Error = Error;
+
+    async fn open_undo(&self, _: &OrgId, id: &SessionId) -> Result<UndoRun, Error> {
+        let request = proto::SessionRequest {
+            session_id: id.to_string(),
+        };
+        let mut client = self.client.clone();
+        let reply = client.open_undo(Self::request(request)).await;
+        let opened = reply.map_err(|s| self.refused(&s))?.into_inner();
+        Ok(UndoRun {
+            holder: opened.holder,
+            not_undoable: (opened.not_undoable.iter())
+                .map(|id| self.parsed("effect_id", id))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    async fn next_undo_step(
+        &self,
+        _: &OrgId,
+        id: &SessionId,
+        holder: &str,
+    ) -> Result<Option<Effect>, Error> {
+        let request = proto::UndoHeld {
+            session_id: id.to_string(),
+            holder: holder.to_owned(),
+        };
+        let mut client = self.client.clone();
+        let reply = client.next_undo_step(Self::request(request)).await;
+        let next = reply.map_err(|s| self.refused(&s))?.into_inner();
+        next.effect.map(|e| self.effect_of(Some(e))).transpose()
+    }
+
+    async fn record_undo_try(
+        &self,
+        _: &OrgId,
+        id: &SessionId,
+        holder: &str,
+        tried: &UndoStep,
+    ) -> Result<Option<SessionState>, Error> {
+        let request = proto::UndoTried {
+            session_id: id.to_string(),
+            holder: holder.to_owned(),
+            step_json: serde_json::to_string(tried).unwrap_or_default(),
+        };
+        let mut client = self.client.clone();
+        let reply = client.record_undo_try(Self::request(request)).await;
+        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        (reply.ended.as_deref())
+            .map(|state| self.parsed("ended", state))
+            .transpose()
+    }
+
+    fn retries(&self) -> (u32, Duration) {
+        (
+            self.config.compensation_attempts,
+            self.config.compensation_backoff,
+        )
     }
 }

@@ -28,6 +28,16 @@ pub async fn serve_engine(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let addr = gateway.start_serving(&listener).await?;
+    // The store's and the engine's series live here in a split deployment.
+    let cancel = tokio_util::sync::CancellationToken::new();
+    if let Some(at) = gateway.config.metrics_listen {
+        crate::metrics::listen(gateway.clone(), at, cancel.clone()).await?;
+    }
+    let stopped = cancel.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopped.cancel();
+    };
     let service =
         proto::effect_engine_server::EffectEngineServer::new(service::EngineService { gateway });
     tracing::info!(%addr, "undolog engine listening (gRPC undolog.engine.v1.EffectEngine)");

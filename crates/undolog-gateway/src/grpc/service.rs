@@ -8,7 +8,10 @@ use futures::{Stream, StreamExt};
 use serde_json::{Map, Value};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
-use undolog_engine::{Call, Compensated, Compensator, Intercept, ReadOutcome, Rejection, Resolution};
+use undolog_engine::{
+    Call, Compensated, Compensator, Intercept, ReadOutcome, Rejection, Resolution, UndoStep,
+    UndoSteps as _,
+};
 use undolog_store::{Compensation, Effect as EffectRecord};
 use undolog_types::{ApprovalId, ApprovalState, EffectId, Role, Tier, Timestamp};
 
@@ -204,6 +207,15 @@ impl EngineService {
         }))
     }
 
+    /// This process's engine: an engine serves only what it holds.
+    fn local_engine(&self) -> Result<&undolog_engine::Engine, Status> {
+        (self.gateway.engine.local()).ok_or_else(|| {
+            status(Error::Startup(
+                "this engine asks another; ask that one".into(),
+            ))
+        })
+    }
+
     /// A gateway's call, as `principal` makes it, checked as an SDK call is.
     async fn call(
         &self,
@@ -212,7 +224,9 @@ impl EngineService {
     ) -> Result<Call, Status> {
         let call = call.ok_or_else(|| status(Error::BadRequest("name the call".into())))?;
         let body = intercept_body(call).map_err(status)?;
-        sdk::sdk_call(&self.gateway, principal, body).await.map_err(status)
+        sdk::sdk_call(&self.gateway, principal, body)
+            .await
+            .map_err(status)
     }
 
     /// A note's principal, effect, note and verdicts.
@@ -382,15 +396,18 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     }
 
     async fn health(&self, _: Request<proto::HealthRequest>) -> Reply<proto::HealthReply> {
-        let engine = self.gateway.engine.local().ok_or_else(|| {
-            status(Error::Startup("this engine asks another; ask that one".into()))
-        })?;
-        let (reason, _) = crate::http::health::readiness(engine);
-        let backend = self.gateway.store().map(|s| s.backend()).unwrap_or_default();
+        let engine = self.local_engine()?;
+        let (reason, last_beat) = crate::http::health::readiness(engine);
+        let backend = self
+            .gateway
+            .store()
+            .map(|s| s.backend())
+            .unwrap_or_default();
         Ok(Response::new(proto::HealthReply {
             ready: reason.is_none(),
             reason,
             backend: backend.to_owned(),
+            last_beat_ms: last_beat.map(|t| t.as_millis()),
         }))
     }
 
@@ -443,15 +460,16 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
                 error: failed.error,
                 details: optional_json("details_json", failed.details_json)?,
             },
-            Some(Outcome::InputRequiredJson(text)) => ReadOutcome::InputRequired(
-                json_text("input_required_json", &text).map_err(status)?,
-            ),
+            Some(Outcome::InputRequiredJson(text)) => {
+                ReadOutcome::InputRequired(json_text("input_required_json", &text).map_err(status)?)
+            }
             Some(Outcome::NotSent(why)) => ReadOutcome::NotSent(why),
             None => return Err(status(Error::BadRequest("name the call's outcome".into()))),
         };
         let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
         let started = Timestamp(request.started_at_ms);
-        let recorded = (self.gateway.engine).record_read(call, effect_id, started, outcome, verdicts);
+        let recorded =
+            (self.gateway.engine).record_read(call, effect_id, started, outcome, verdicts);
         let rejection = recorded.await.map_err(status)?;
         Ok(Response::new(proto::RecordReadReply {
             rejection_json: rejection.map(|r| serde_json::to_string(&r).unwrap_or_default()),
@@ -472,7 +490,10 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     async fn not_sent(&self, request: Request<proto::NoteRequest>) -> Reply<proto::Empty> {
         let (principal, effect_id, note, verdicts) = self.note(request).await?;
         let why = note.as_str().unwrap_or_default().to_owned();
-        let noted = self.gateway.engine.not_sent(&principal.org, effect_id, why, verdicts);
+        let noted = self
+            .gateway
+            .engine
+            .not_sent(&principal.org, effect_id, why, verdicts);
         noted.await.map_err(status)?;
         Ok(Response::new(proto::Empty {}))
     }
@@ -480,7 +501,10 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     async fn doubt(&self, request: Request<proto::NoteRequest>) -> Reply<proto::Empty> {
         let (principal, effect_id, note, verdicts) = self.note(request).await?;
         let why = note.as_str().unwrap_or_default().to_owned();
-        let noted = self.gateway.engine.doubt(&principal.org, effect_id, why, verdicts);
+        let noted = self
+            .gateway
+            .engine
+            .doubt(&principal.org, effect_id, why, verdicts);
         noted.await.map_err(status)?;
         Ok(Response::new(proto::Empty {}))
     }
@@ -493,7 +517,10 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         Ok(Response::new(proto::Empty {}))
     }
 
-    async fn renew_lease(&self, request: Request<proto::EffectRequest>) -> Reply<proto::LeaseReply> {
+    async fn renew_lease(
+        &self,
+        request: Request<proto::EffectRequest>,
+    ) -> Reply<proto::LeaseReply> {
         let principal = self.principal(&request).await?;
         let effect_id: EffectId = id("effect", &request.into_inner().effect_id).map_err(status)?;
         let renewed = self.gateway.engine.renew_lease(&principal.org, effect_id);
@@ -502,7 +529,10 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         }))
     }
 
-    async fn get_effect(&self, request: Request<proto::EffectRequest>) -> Reply<proto::EffectReply> {
+    async fn get_effect(
+        &self,
+        request: Request<proto::EffectRequest>,
+    ) -> Reply<proto::EffectReply> {
         let principal = self.principal(&request).await?;
         let effect_id: EffectId = id("effect", &request.into_inner().effect_id).map_err(status)?;
         self.effect_reply(&principal, effect_id).await
@@ -531,11 +561,17 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         approval_reply(decided.await.map_err(status)?)
     }
 
-    async fn withdraw(&self, request: Request<proto::ApprovalRequest>) -> Reply<proto::ApprovalReply> {
+    async fn withdraw(
+        &self,
+        request: Request<proto::ApprovalRequest>,
+    ) -> Reply<proto::ApprovalReply> {
         let principal = self.principal(&request).await?;
         let approval_id = id("approval", &request.into_inner().approval_id).map_err(status)?;
         let engine = &self.gateway.engine;
-        let held = engine.approval(&principal.org, approval_id).await.map_err(status)?;
+        let held = engine
+            .approval(&principal.org, approval_id)
+            .await
+            .map_err(status)?;
         // The call's own caller withdraws it, or an admin.
         let own = held.requested_by.as_deref() == Some(principal.actor().as_str());
         if !own {
@@ -573,11 +609,18 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         }))
     }
 
-    async fn begin_undo(&self, request: Request<proto::SessionRequest>) -> Reply<proto::RecordReply> {
+    async fn begin_undo(
+        &self,
+        request: Request<proto::SessionRequest>,
+    ) -> Reply<proto::RecordReply> {
         let principal = self.principal(&request).await?;
         admin::may_undo(&principal).map_err(status)?;
         let session = admin::session_id(&request.into_inner().session_id).map_err(status)?;
-        let planned = self.gateway.engine.begin_undo(&principal.org, &session).await;
+        let planned = self
+            .gateway
+            .engine
+            .begin_undo(&principal.org, &session)
+            .await;
         record_reply(&planned.map_err(status)?)
     }
 
@@ -595,10 +638,60 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let (claim, outcome) = step.into_outcome();
         let counted = outcome.clone();
         let engine = &self.gateway.engine;
-        let progress = engine.record_undo_step(&principal.org, &session, &claim, effect_id, outcome);
+        let progress =
+            engine.record_undo_step(&principal.org, &session, &claim, effect_id, outcome);
         let progress = progress.await.map_err(status)?;
         self.gateway.metrics.undo_step(&counted);
         record_reply(&progress)
+    }
+
+    async fn open_undo(&self, request: Request<proto::SessionRequest>) -> Reply<proto::UndoOpened> {
+        let principal = self.principal(&request).await?;
+        admin::may_undo(&principal).map_err(status)?;
+        let session = admin::session_id(&request.into_inner().session_id).map_err(status)?;
+        let engine = self.local_engine()?;
+        let run = engine
+            .open_undo(&principal.org, &session)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(proto::UndoOpened {
+            holder: run.holder,
+            not_undoable: run.not_undoable.iter().map(ToString::to_string).collect(),
+        }))
+    }
+
+    async fn next_undo_step(
+        &self,
+        request: Request<proto::UndoHeld>,
+    ) -> Reply<proto::NextUndoStepReply> {
+        let principal = self.principal(&request).await?;
+        admin::may_undo(&principal).map_err(status)?;
+        let request = request.into_inner();
+        let session = admin::session_id(&request.session_id).map_err(status)?;
+        let engine = self.local_engine()?;
+        let next = engine.next_undo_step(&principal.org, &session, &request.holder);
+        Ok(Response::new(proto::NextUndoStepReply {
+            effect: next.await.map_err(status)?.as_ref().map(effect),
+        }))
+    }
+
+    async fn record_undo_try(
+        &self,
+        request: Request<proto::UndoTried>,
+    ) -> Reply<proto::UndoTriedReply> {
+        let principal = self.principal(&request).await?;
+        admin::may_undo(&principal).map_err(status)?;
+        let request = request.into_inner();
+        let session = admin::session_id(&request.session_id).map_err(status)?;
+        let tried: UndoStep = serde_json::from_str(&request.step_json)
+            .map_err(|e| status(Error::BadRequest(format!("step_json: {e}"))))?;
+        let engine = self.local_engine()?;
+        let ended = engine.record_undo_try(&principal.org, &session, &request.holder, &tried);
+        let ended = ended.await.map_err(status)?;
+        self.gateway.metrics.undo_step(&tried.outcome);
+        Ok(Response::new(proto::UndoTriedReply {
+            ended: ended.map(|state| state.to_string()),
+        }))
     }
 }
 

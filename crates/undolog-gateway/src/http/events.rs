@@ -35,19 +35,20 @@ pub(crate) fn of_org(gateway: &Gateway, org: OrgId) -> BoxStream<'static, (Strin
         // The engine streams the org of the credentials being served, and only that org.
         EngineLink::Remote(remote) => return remote.org_events().boxed(),
     };
-    BroadcastStream::new(engine.subscribe()).filter_map(move |event| {
-        let org = org.clone();
-        async move {
-            let json = match event {
-                Ok(event) if *event.org() == org => serde_json::to_value(&event).ok()?,
-                Ok(_) => return None,
-                Err(BroadcastStreamRecvError::Lagged(missed)) => {
-                    serde_json::json!({"type": "lagged", "missed": missed})
-                }
-            };
-            let name = json.get("type")?.as_str()?.to_owned();
-            Some((name, json))
-        }
-    })
-    .boxed()
+    BroadcastStream::new(engine.subscribe())
+        .filter_map(move |event| {
+            let org = org.clone();
+            async move {
+                let json = match event {
+                    Ok(event) if *event.org() == org => serde_json::to_value(&event).ok()?,
+                    Ok(_) => return None,
+                    Err(BroadcastStreamRecvError::Lagged(missed)) => {
+                        serde_json::json!({"type": "lagged", "missed": missed})
+                    }
+                };
+                let name = json.get("type")?.as_str()?.to_owned();
+                Some((name, json))
+            }
+        })
+        .boxed()
 }

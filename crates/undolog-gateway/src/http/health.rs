@@ -61,18 +61,31 @@ pub(crate) fn readiness(engine: &Engine) -> (Option<String>, Option<Timestamp>) 
     (reason, health.last_beat)
 }
 
-/// In front of a remote engine: ready when the engine is.
+/// In front of a remote engine: ready when the engine is, said of its store in the same shape.
 async fn of_remote(remote: &RemoteEngine) -> (StatusCode, Json<serde_json::Value>) {
-    let (ready, reason, backend) = match remote.health().await {
-        Ok(health) => (health.ready, health.reason, Some(health.backend)),
-        Err(e) => (false, Some(e.to_string()), None),
-    };
-    let engine = json!({"url": remote.url(), "backend": backend, "ready": ready, "reason": reason});
-    match ready {
-        true => (StatusCode::OK, Json(json!({"status": "ok", "engine": engine}))),
-        false => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "engine_unavailable", "engine": engine})),
+    let (status, store) = match remote.health().await {
+        Ok(health) => (
+            if health.ready {
+                "ok"
+            } else {
+                "store_unavailable"
+            },
+            json!({
+                "backend": health.backend,
+                "ready": health.ready,
+                "reason": health.reason,
+                "last_beat": health.last_beat_ms.map(|t| Timestamp(t).to_string()),
+            }),
         ),
-    }
+        Err(e) => (
+            "engine_unavailable",
+            json!({"backend": null, "ready": false, "reason": e.to_string(), "last_beat": null}),
+        ),
+    };
+    let code = match status {
+        "ok" => StatusCode::OK,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let answer = json!({"status": status, "store": store, "engine": remote.url()});
+    (code, Json(answer))
 }

@@ -67,7 +67,13 @@ pub(crate) async fn sdk_call(
 ) -> Result<Call, Error> {
     let session = SessionId::new(body.session_id)
         .map_err(|e| Error::BadRequest(format!("session_id: {e}")))?;
-    check_compensation(gateway, body.tier, body.compensation.as_ref()).await?;
+    // What this process's configuration declares for this very tool is taken as the gateway
+    // takes it (a gateway in front of this engine sends it so); anything else is checked.
+    let declared_here = (gateway.config.tools.get(&body.tool))
+        .is_some_and(|t| t.compensation.is_some() && t.compensation == body.compensation);
+    if !declared_here {
+        check_compensation(gateway, body.tier, body.compensation.as_ref()).await?;
+    }
     let args = Args::try_from(Value::Object(body.arguments))
         .map_err(|e| Error::BadRequest(format!("arguments: {e}")))?;
     let policy = ToolPolicy {

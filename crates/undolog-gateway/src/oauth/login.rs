@@ -337,13 +337,16 @@ pub(crate) async fn callback(
         Ok(token) => token,
         Err(e) => return page(StatusCode::BAD_GATEWAY, &format!("Sign-in failed: {e}")),
     };
-    let (principal, until) = match oauth.verify(&token).await {
+    let (mut principal, until) = match oauth.verify(&token).await {
         Ok(verified) => verified,
         Err(super::Refusal::Invalid(why) | super::Refusal::NoRole(why)) => {
             return page(StatusCode::FORBIDDEN, &format!("Sign-in refused: {why}"));
         }
     };
     tracing::info!(principal = %principal.actor(), org = %principal.org, role = %principal.role, "dashboard sign-in");
+    // What the cookie stands for, for an engine elsewhere to check as it checks any token.
+    let bearer = header::HeaderValue::from_str(&format!("Bearer {token}")).ok();
+    principal.presented = crate::grpc::client::Presented::of(bearer.as_ref());
     let id = oauth.logins.open(principal, until);
     let cookie = oauth.set_cookie(COOKIE, &id, SESSION_ATTRIBUTES);
     // A page, not a redirect: the cookie is SameSite=Strict, and a navigation that began at the

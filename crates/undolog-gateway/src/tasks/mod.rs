@@ -392,7 +392,9 @@ impl Gateway {
         // left to take back.
         let effect = match self.engine.effect(&principal.org, id).await {
             Ok(effect) => effect,
-            Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => return Err(unknown(task_id)),
+            Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => {
+                return Err(unknown(task_id));
+            }
             Err(e) => return Err(Error::from(e).to_jsonrpc()),
         };
         if effect.state == undolog_types::EffectState::AwaitingApproval
@@ -425,7 +427,9 @@ impl Gateway {
         let Some(run) = self.live_task(&principal.org, id) else {
             return match self.engine.effect(&principal.org, id).await {
                 Ok(_) => Ok(()), // nothing waits for input: nothing to take
-                Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => Err(unknown(task_id)),
+                Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => {
+                    Err(unknown(task_id))
+                }
                 Err(e) => Err(Error::from(e).to_jsonrpc()),
             };
         };

@@ -140,7 +140,13 @@ async fn malformed_unknown_oversize_and_wrong_version_requests_get_the_specs_err
     }
     let org = OrgId::new("default").unwrap();
     assert!(
-        gw.gateway.engine().unwrap().sessions(&org).await.unwrap().is_empty(),
+        gw.gateway
+            .engine()
+            .unwrap()
+            .sessions(&org)
+            .await
+            .unwrap()
+            .is_empty(),
         "nothing recorded"
     );
 }
@@ -190,7 +196,13 @@ async fn rest_tool_call_refuses_bad_bodies_and_records_nothing() {
     }
     let org = OrgId::new("default").unwrap();
     assert!(
-        gw.gateway.engine().unwrap().sessions(&org).await.unwrap().is_empty(),
+        gw.gateway
+            .engine()
+            .unwrap()
+            .sessions(&org)
+            .await
+            .unwrap()
+            .is_empty(),
         "nothing recorded"
     );
 }

@@ -317,7 +317,10 @@ impl TestGateway {
             };
         }
         let key = undolog_gateway::create_key(
-            &**self.gateway.store().expect("the engine's gateway has the store"),
+            &**self
+                .gateway
+                .store()
+                .expect("the engine's gateway has the store"),
             OrgId::new(org).unwrap(),
             role,
             None,
