@@ -17,7 +17,7 @@ use undolog_gateway::{
 };
 use undolog_types::{OrgId, Role};
 
-struct TestEngine {
+pub(crate) struct TestEngine {
     gateway: Arc<Gateway>,
     channel: Channel,
     _dir: tempfile::TempDir,
@@ -26,7 +26,7 @@ struct TestEngine {
 
 impl TestEngine {
     /// `undolog engine` in this process on a fresh SQLite file, with this TOML.
-    async fn start(toml: &str) -> TestEngine {
+    pub(crate) async fn start(toml: &str) -> TestEngine {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("undolog.toml");
         std::fs::write(&file, toml).unwrap();
@@ -57,19 +57,19 @@ impl TestEngine {
         }
     }
 
-    async fn key(&self, org: &str, role: Role) -> String {
+    pub(crate) async fn key(&self, org: &str, role: Role) -> String {
         let store = &**self.gateway.store().unwrap();
         let key = undolog_gateway::create_key(store, OrgId::new(org).unwrap(), role, None);
         key.await.unwrap().secret
     }
 
-    fn client(&self) -> EffectEngineClient<Channel> {
+    pub(crate) fn client(&self) -> EffectEngineClient<Channel> {
         EffectEngineClient::new(self.channel.clone())
     }
 }
 
 /// `message` with `Authorization: Bearer key` in its metadata (none: no credentials).
-fn authed<T>(key: Option<&str>, message: T) -> Request<T> {
+pub(crate) fn authed<T>(key: Option<&str>, message: T) -> Request<T> {
     let mut request = Request::new(message);
     if let Some(key) = key {
         let value = format!("Bearer {key}").parse().unwrap();
@@ -78,7 +78,7 @@ fn authed<T>(key: Option<&str>, message: T) -> Request<T> {
     request
 }
 
-fn pay(session: &str, amount: u64) -> InterceptRequest {
+pub(crate) fn pay(session: &str, amount: u64) -> InterceptRequest {
     InterceptRequest {
         session_id: session.into(),
         tool: "pay".into(),
@@ -93,7 +93,7 @@ fn pay(session: &str, amount: u64) -> InterceptRequest {
     }
 }
 
-fn code(status: &tonic::Status) -> &str {
+pub(crate) fn code(status: &tonic::Status) -> &str {
     status
         .metadata()
         .get("x-undolog-code")

@@ -14,6 +14,7 @@ mod faults;
 mod forwarding;
 mod frameworks;
 mod grpc;
+mod grpc_for_gateways;
 mod hardening;
 mod harness;
 mod http_guards;
