@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/call side by side, in one run with interleaved rounds: straight to an upstream, through
 # undolog (read only; compensable on the embedded store and on PostgreSQL, every call new and
-# every call a replay) and through the PyPI `mcp-proxy` as a peer that records nothing.
+# every call a replay; and split, a gateway with no store in front of `undolog engine` over
+# gRPC) and through the PyPI `mcp-proxy` as a peer that records nothing.
 #
 #   bench/gateway.sh [SECONDS] [ROUNDS]     (default 10 s per run, 3 rounds)
 #
@@ -38,6 +39,7 @@ fi
 psql "$pg_url/postgres" -qc "CREATE DATABASE $pg_db" >/dev/null
 
 bank_port=$(port); sqlite_port=$(port); pg_port=$(port); proxy_port=$(port)
+engine_port=$(port); split_port=$(port)
 
 "$undolog" demo-bank --listen "127.0.0.1:$bank_port" >/dev/null 2>&1 & pids+=($!); bank_pid=$!
 bank_config "$work/gateway.toml" "$bank_port"
@@ -46,9 +48,14 @@ wait_port "$bank_port"
   --store "sqlite://$work/log.db" >"$work/sqlite.log" 2>&1 & pids+=($!); sqlite_pid=$!
 "$undolog" serve --config "$work/gateway.toml" --listen "127.0.0.1:$pg_port" \
   --store "$pg_url/$pg_db" >"$work/pg.log" 2>&1 & pids+=($!); pg_pid=$!
+"$undolog" engine --config "$work/gateway.toml" --listen "127.0.0.1:$engine_port" \
+  --store "sqlite://$work/engine.db" >"$work/engine.log" 2>&1 & pids+=($!)
+wait_port "$engine_port"
+"$undolog" serve --config "$work/gateway.toml" --listen "127.0.0.1:$split_port" \
+  --engine "grpc://127.0.0.1:$engine_port" >"$work/split.log" 2>&1 & pids+=($!); split_pid=$!
 "$venv/bin/mcp-proxy" --stateless --port "$proxy_port" --host 127.0.0.1 -- "$undolog" demo-bank --stdio \
   >/dev/null 2>&1 & pids+=($!); proxy_pid=$!
-wait_port "$sqlite_port"; wait_port "$pg_port"; wait_port "$proxy_port"
+wait_port "$sqlite_port"; wait_port "$pg_port"; wait_port "$proxy_port"; wait_port "$split_port"
 sleep 1
 
 rss() { awk '/^VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
@@ -69,6 +76,9 @@ undolog compensable, SQLite, every call a replay|$sqlite_pid|http://127.0.0.1:$s
 undolog read_only, PostgreSQL|$pg_pid|http://127.0.0.1:$pg_port/mcp|get_balance|new|2026-07-28
 undolog compensable, PostgreSQL, every call new|$pg_pid|http://127.0.0.1:$pg_port/mcp|transfer|new|2026-07-28
 undolog compensable, PostgreSQL, every call a replay|$pg_pid|http://127.0.0.1:$pg_port/mcp|transfer|same|2026-07-28
+undolog read_only, split (engine over gRPC, SQLite)|$split_pid|http://127.0.0.1:$split_port/mcp|get_balance|new|2026-07-28
+undolog compensable, split, every call new|$split_pid|http://127.0.0.1:$split_port/mcp|transfer|new|2026-07-28
+undolog compensable, split, every call a replay|$split_pid|http://127.0.0.1:$split_port/mcp|transfer|same|2026-07-28
 mcp-proxy 0.13 (records nothing)|$proxy_pid|http://127.0.0.1:$proxy_port/mcp|get_balance|new|2025-11-25"
 mapfile -t all <<<"$rows"
 results="$work/results.jsonl"
