@@ -90,6 +90,8 @@ impl RemoteEngine {
             .map_err(|e| Error::Startup(format!("engine: {url:?} is not an address: {e}")))?
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(2))
+            // Longer than the longest wait the engine holds a request for (WaitForDecision).
+            .timeout(Duration::from_secs(90))
             .http2_keep_alive_interval(Duration::from_secs(20));
         Ok(RemoteEngine {
             url: url.to_owned(),

@@ -18,6 +18,21 @@ fn each_mistake_names_its_key_and_the_fix() {
     for (toml, key, fix) in [
         ("listen = \"localhost\"", "`listen`", "IP:PORT"),
         (
+            "engine = \"127.0.0.1:50051\"",
+            "`engine`",
+            "grpc://HOST:PORT",
+        ),
+        (
+            "engine = \"grpc://10.0.0.5\"",
+            "`engine`",
+            "grpc://HOST:PORT",
+        ),
+        (
+            "engine = \"grpc://10.0.0.5:50051/v1\"",
+            "`engine`",
+            "nothing after the port",
+        ),
+        (
             "[metrics]\nlisten = \"9464\"",
             "`metrics.listen`",
             "IP:PORT",
