@@ -144,17 +144,32 @@ impl Engine {
         effect: EffectId,
         work: impl Future<Output = T>,
     ) -> T {
-        let every = (self.config().lease / 3).max(Duration::from_millis(10));
-        let mut work = pin!(work);
-        let mut ticks = tokio::time::interval(every);
-        ticks.tick().await;
-        loop {
-            tokio::select! {
-                done = &mut work => return done,
-                _ = ticks.tick() => {
-                    if let Err(e) = self.renew_lease(org, effect).await {
-                        tracing::warn!(%effect, error = %e, "the call's lease could not be renewed");
-                    }
+        renewing(self.config().lease, effect, work, || {
+            self.renew_lease(org, effect)
+        })
+        .await
+    }
+}
+
+/// Runs `work`, calling `renew` every third of `lease` while it runs. A renewal that fails is
+/// logged and tried again at the next tick; `work` is never interrupted. (The engine renews its
+/// own leases so; a gateway in front of an engine elsewhere, through it.)
+pub async fn renewing<T, E: std::fmt::Display, Renewed: Future<Output = Result<Timestamp, E>>>(
+    lease: Duration,
+    effect: EffectId,
+    work: impl Future<Output = T>,
+    renew: impl Fn() -> Renewed,
+) -> T {
+    let every = (lease / 3).max(Duration::from_millis(10));
+    let mut work = pin!(work);
+    let mut ticks = tokio::time::interval(every);
+    ticks.tick().await;
+    loop {
+        tokio::select! {
+            done = &mut work => return done,
+            _ = ticks.tick() => {
+                if let Err(e) = renew().await {
+                    tracing::warn!(%effect, error = %e, "the call's lease could not be renewed");
                 }
             }
         }

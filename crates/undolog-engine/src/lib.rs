@@ -36,7 +36,7 @@ pub use core::{Decider, ReadOutcome, Resolution};
 pub use engine::{BatchObserver, Engine, validate};
 pub use error::Error;
 pub use events::Event;
-pub use executor::Health;
+pub use executor::{Health, renewing};
 pub use outcome::{Intercept, Rejection};
 pub use saga::{
     Compensated, Compensator, StepOutcome, UndoReport, UndoRun, UndoStep, UndoSteps, run_undo,

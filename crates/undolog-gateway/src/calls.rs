@@ -535,7 +535,7 @@ impl Gateway {
             .as_ref()
             .and_then(RequestMetaObject::get_progress_token);
         let (Some(requester), Some(token)) = (&caller.requester, token) else {
-            return Ok(self.engine.intercept(engine_call.clone()).await?);
+            return self.engine.intercept(engine_call.clone()).await;
         };
         let limit = self.engine.config().wait_timeout;
         let total = engine_call.wait.map_or(limit, |w| w.min(limit));
@@ -601,7 +601,7 @@ impl Gateway {
             match decided {
                 Ok(approval) => return Ok(approval.state != ApprovalState::Pending),
                 Err(Error::Engine(undolog_engine::Error::ApprovalWaitTimedOut(_))) => {}
-                Err(other) => return Err(other.into()),
+                Err(other) => return Err(other),
             }
             ticks += 1;
             if let (Some(requester), Some(token)) = (&caller.requester, &token) {

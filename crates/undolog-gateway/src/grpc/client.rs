@@ -5,7 +5,7 @@
 //! The credentials travel with the request's future ([`presenting`]), as its trace context
 //! does, so the gateway's code calls the engine the same way in both modes.
 
-use std::{future::Future, pin::pin, time::Duration};
+use std::{future::Future, time::Duration};
 
 use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
@@ -327,26 +327,14 @@ impl RemoteEngine {
         Ok(Timestamp(reply.lease_expires_at_ms))
     }
 
-    /// Runs `work`, renewing `effect`'s lease every third of it, as the engine does locally.
+    /// Runs `work`, renewing `effect`'s lease as the engine does its own.
     pub(crate) async fn while_running<T>(
         &self,
         effect: EffectId,
         work: impl Future<Output = T>,
     ) -> T {
-        let every = (self.config.lease / 3).max(Duration::from_millis(10));
-        let mut work = pin!(work);
-        let mut ticks = tokio::time::interval(every);
-        ticks.tick().await;
-        loop {
-            tokio::select! {
-                done = &mut work => return done,
-                _ = ticks.tick() => {
-                    if let Err(e) = self.renew_lease(effect).await {
-                        tracing::warn!(%effect, error = %e, "the call's lease could not be renewed");
-                    }
-                }
-            }
-        }
+        let lease = self.config.lease;
+        undolog_engine::renewing(lease, effect, work, || self.renew_lease(effect)).await
     }
 
     pub(crate) async fn effect(&self, id: EffectId) -> Result<Effect, Error> {

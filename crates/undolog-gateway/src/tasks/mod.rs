@@ -362,7 +362,7 @@ impl Gateway {
                 Ok(GetTaskResult::new(task))
             }
             Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => Err(unknown(task_id)),
-            Err(e) => Err(Error::from(e).to_jsonrpc()),
+            Err(e) => Err(e.to_jsonrpc()),
         }
     }
 
@@ -395,7 +395,7 @@ impl Gateway {
             Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => {
                 return Err(unknown(task_id));
             }
-            Err(e) => return Err(Error::from(e).to_jsonrpc()),
+            Err(e) => return Err(e.to_jsonrpc()),
         };
         if effect.state == undolog_types::EffectState::AwaitingApproval
             && let Some(approval) = effect.approval
@@ -408,7 +408,7 @@ impl Gateway {
                 self.engine
                     .withdraw(&principal.org, approval, principal.actor())
                     .await
-                    .map_err(|e| Error::from(e).to_jsonrpc())?;
+                    .map_err(|e| e.to_jsonrpc())?;
             }
         }
         Ok(())
@@ -430,7 +430,7 @@ impl Gateway {
                 Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => {
                     Err(unknown(task_id))
                 }
-                Err(e) => Err(Error::from(e).to_jsonrpc()),
+                Err(e) => Err(e.to_jsonrpc()),
             };
         };
         if run.owner != principal.actor() {
