@@ -35,8 +35,10 @@ use crate::{
     oauth::Challenge,
 };
 
-/// Who a request acts for: its org, what its role allows, and what proved it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Who a request acts for: its org, what its role allows, and what proved it. Two are the same
+/// principal when these agree, whatever text the client presented (a renewed token is still its
+/// subject).
+#[derive(Debug, Clone)]
 pub struct Principal {
     pub org: OrgId,
     pub role: Role,
@@ -44,6 +46,14 @@ pub struct Principal {
     /// What the client sent, for a gateway in front of a remote engine to pass on.
     pub(crate) presented: Presented,
 }
+
+impl PartialEq for Principal {
+    fn eq(&self, other: &Principal) -> bool {
+        (&self.org, self.role, &self.credential) == (&other.org, other.role, &other.credential)
+    }
+}
+
+impl Eq for Principal {}
 
 /// What proved a [`Principal`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -88,6 +88,24 @@ async fn an_mcp_session_belongs_to_the_principal_that_opened_it() {
     assert!(body.contains("transfer"), "{body}");
 }
 
+/// The session belongs to who the credentials prove, not to their text: a client that renews
+/// its access token (the same subject, a new token) keeps its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_token_of_the_same_subject_keeps_its_mcp_session() {
+    let gw = TestGateway::with_tokens("").await;
+    let issuer = gw.issuer.as_ref().expect("an issuer");
+    let token = |iat_offset: i64| {
+        let mut claims = issuer.claims(&gw.mcp_url(), "renewing", "acme", "undolog:agent");
+        claims["iat"] = json!(claims["iat"].as_i64().unwrap() - iat_offset);
+        issuer.es256.sign(&claims)
+    };
+    let (first, renewed) = (token(10), token(0));
+    assert_ne!(first, renewed);
+    let session = open_session(&gw, &first).await;
+    let (status, _, body) = mcp_post(&gw, &renewed, Some(&session), &tools_list(2)).await;
+    assert_eq!(status, 200, "the renewed token lost the session: {body}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_id_still_in_flight_is_refused_not_left_unanswered() {
     let bank = Bank::start().await;
