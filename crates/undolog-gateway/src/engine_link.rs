@@ -37,8 +37,10 @@ macro_rules! both {
     })*) => {$(
         pub(crate) async fn $name(&self $(, $arg: $ty)*) -> Result<$out, Error> {
             match self {
-                Local($e) => Ok($local.await?),
-                // Boxed: a gRPC request's future is large, and would enlarge every caller's.
+                // Boxed, both: an engine's or a gRPC request's future is large, and inline it
+                // would enlarge every caller's (a debug build's call path then outgrows a
+                // worker's stack).
+                Local($e) => Ok(Box::pin($local).await?),
                 Remote($r) => Box::pin($remote).await,
             }
         }
@@ -101,7 +103,7 @@ impl EngineLink {
         work: impl Future<Output = T>,
     ) -> T {
         match self {
-            Local(engine) => engine.while_running(org, effect, work).await,
+            Local(engine) => Box::pin(engine.while_running(org, effect, work)).await,
             Remote(remote) => Box::pin(remote.while_running(effect, work)).await,
         }
     }
@@ -114,7 +116,7 @@ impl EngineLink {
         compensator: &dyn Compensator,
     ) -> Result<UndoReport, Error> {
         match self {
-            Local(engine) => Ok(engine.undo(org, id, compensator).await?),
+            Local(engine) => Ok(Box::pin(engine.undo(org, id, compensator)).await?),
             Remote(remote) => {
                 Box::pin(undolog_engine::run_undo(remote, org, id, compensator)).await
             }
