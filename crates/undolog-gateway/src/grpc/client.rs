@@ -12,7 +12,6 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tonic::{
     Request, Status,
-    metadata::{AsciiMetadataValue, MetadataMap},
     transport::{Channel, Endpoint},
 };
 use undolog_engine::{
@@ -24,55 +23,13 @@ use undolog_types::{
     ApprovalId, ApprovalState, EffectId, OrgId, Role, SessionId, SessionState, Tier, Timestamp,
 };
 
-use super::proto::{self, effect_engine_client::EffectEngineClient};
+pub(crate) use super::presented::{Presented, carried, presenting};
+use super::{
+    presented::current,
+    proto::{self, effect_engine_client::EffectEngineClient},
+    refusal::refused,
+};
 use crate::{Credential, Error, Principal};
-
-tokio::task_local! {
-    static PRESENTED: Presented;
-}
-
-/// The `authorization` a client sent, passed on to the engine. Never printed.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub(crate) struct Presented(Option<AsciiMetadataValue>);
-
-impl std::fmt::Debug for Presented {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Presented(…)"
-        } else {
-            "Presented(none)"
-        })
-    }
-}
-
-impl Presented {
-    /// The header as the client sent it (`Bearer …`), if it did.
-    pub(crate) fn of(authorization: Option<&axum::http::HeaderValue>) -> Presented {
-        Presented(authorization.and_then(|v| AsciiMetadataValue::try_from(v.as_bytes()).ok()))
-    }
-
-    /// The header's text, empty when none was sent.
-    pub(crate) fn text(&self) -> &str {
-        self.0
-            .as_ref()
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-    }
-}
-
-/// Runs `work` with `presented` as the credentials every engine request it makes carries.
-pub(crate) fn presenting<F: Future>(
-    presented: Presented,
-    work: F,
-) -> impl Future<Output = F::Output> {
-    PRESENTED.scope(presented, work)
-}
-
-/// `work`, carrying the credentials of the request that spawns it (for a task of its own).
-pub(crate) fn carried<F: Future>(work: F) -> impl Future<Output = F::Output> {
-    let current = PRESENTED.try_with(Clone::clone).unwrap_or_default();
-    presenting(current, work)
-}
 
 /// A connection to the engine. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -111,8 +68,10 @@ impl RemoteEngine {
     /// `message`, with the credentials of the client being served.
     fn request<T>(message: T) -> Request<T> {
         let mut request = Request::new(message);
-        if let Ok(Some(value)) = PRESENTED.try_with(|p| p.0.clone()) {
-            request.metadata_mut().insert("authorization", value);
+        if let Some(value) = current().header() {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
         }
         request
     }
@@ -131,7 +90,7 @@ impl RemoteEngine {
     /// Who `authorization` belongs to, as the engine sees it.
     pub(crate) async fn authenticate(&self, presented: Presented) -> Result<Principal, Error> {
         let mut request = Request::new(proto::AuthenticateRequest {});
-        if let Some(value) = &presented.0 {
+        if let Some(value) = presented.header() {
             request
                 .metadata_mut()
                 .insert("authorization", value.clone());
@@ -531,10 +490,7 @@ impl RemoteEngine {
     /// The events of the org of the credentials being served, each with its type, as the
     /// engine streams them; the stream ends when the engine's does (an SSE client reconnects).
     pub(crate) fn org_events(&self) -> impl Stream<Item = (String, Value)> + Send + 'static {
-        let (this, presented) = (
-            self.clone(),
-            PRESENTED.try_with(Clone::clone).unwrap_or_default(),
-        );
+        let (this, presented) = (self.clone(), current());
         let opened = async move {
             let request = presenting(presented, async { Self::request(proto::EventsRequest {}) });
             let mut client = this.client.clone();
@@ -584,70 +540,6 @@ fn call_request(call: &Call) -> proto::InterceptRequest {
         idempotency_key: call.idempotency_key.clone(),
         lease_ms: call.lease.map(millis),
         wait_ms: call.wait.map(millis),
-    }
-}
-
-fn metadata_text<'m>(metadata: &'m MetadataMap, key: &str) -> Option<&'m str> {
-    metadata.get(key).and_then(|v| v.to_str().ok())
-}
-
-/// The engine's refusal as the error this gateway answers: the same status, code and message,
-/// rebuilt as the engine's own error where the gateway acts on which one it is. A status with
-/// no `x-undolog-code` did not come from the engine's code: the engine was not reached.
-fn refused(url: &str, status: &Status) -> Error {
-    use undolog_engine::Error as E;
-    let metadata = status.metadata();
-    let Some(code) = metadata_text(metadata, "x-undolog-code") else {
-        return Error::EngineUnreachable {
-            url: url.to_owned(),
-            reason: status.message().to_owned(),
-        };
-    };
-    let detail: Value = metadata_text(metadata, "x-undolog-detail")
-        .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or(Value::Null);
-    let effect = detail["effect_id"]
-        .as_str()
-        .and_then(|id| id.parse::<EffectId>().ok());
-    let approval = detail["approval_id"]
-        .as_str()
-        .and_then(|id| id.parse::<ApprovalId>().ok());
-    let message = status.message().to_owned();
-    match (code, effect, approval) {
-        ("still_running", Some(effect), _) => E::StillRunning {
-            effect,
-            waited: Duration::from_millis(detail["waited_ms"].as_u64().unwrap_or(0)),
-        }
-        .into(),
-        ("unknown_effect", Some(effect), _) => E::UnknownEffect(effect).into(),
-        ("not_pending", Some(effect), _) => match serde_json::from_value(detail["state"].clone()) {
-            Ok(state) => E::NotPending { effect, state }.into(),
-            Err(_) => remote(status, code, message, Some(effect)),
-        },
-        ("still_waiting_for_approval", _, Some(approval)) => {
-            E::ApprovalWaitTimedOut(approval).into()
-        }
-        ("unknown_approval", _, Some(approval)) => E::UnknownApproval(approval).into(),
-        ("unauthorized", ..) => Error::Unauthorized(message),
-        ("invalid_token", ..) => Error::InvalidToken(message),
-        ("forbidden", ..) => match detail["needed"].as_str().map(str::parse::<Role>) {
-            Some(Ok(needed)) => Error::RoleMissing { needed, message },
-            _ => Error::Forbidden(message),
-        },
-        _ => remote(status, code, message, effect),
-    }
-}
-
-fn remote(status: &Status, code: &str, message: String, effect_id: Option<EffectId>) -> Error {
-    let http = metadata_text(status.metadata(), "x-undolog-status")
-        .and_then(|s| s.parse::<u16>().ok())
-        .and_then(|s| axum::http::StatusCode::from_u16(s).ok())
-        .unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
-    Error::Remote {
-        status: http,
-        code: code.to_owned(),
-        message,
-        effect_id,
     }
 }
 

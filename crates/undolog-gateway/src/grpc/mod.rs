@@ -8,6 +8,9 @@ pub mod proto {
 }
 
 pub(crate) mod client;
+mod convert;
+mod presented;
+mod refusal;
 mod service;
 mod status;
 
