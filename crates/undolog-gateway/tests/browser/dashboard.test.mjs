@@ -148,8 +148,12 @@ async function openDashboard(browser, gw, name) {
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT);
   page.on("console", (message) => {
+    // The identity provider's own sign-in page declares no icon, so the browser may ask it for
+    // /favicon.ico and log the 404: not the dashboard's (whose pages declare theirs).
+    const at = message.location()?.url ?? "";
+    if (message.text().startsWith("Failed to load resource") && at.endsWith("/favicon.ico")) return;
     if (message.type() === "error" || message.type() === "warning") {
-      consoleErrors.push(`[${name}] console ${message.type()}: ${message.text()}`);
+      consoleErrors.push(`[${name}] console ${message.type()}: ${message.text()} (at ${at || "?"})`);
     }
   });
   page.on("pageerror", (error) => consoleErrors.push(`[${name}] ${error.message}`));
