@@ -10,20 +10,33 @@
 //!   is refused too, but for following a link to a page.
 //! - **Simple requests**: a cross-site HTML form can POST `text/plain`, urlencoded or multipart
 //!   bodies without asking first; every state-changing request must be `application/json`.
-//! - **Oversized bodies** are refused from their `Content-Length` at once, before reading them.
+//! - **Oversized bodies** are refused from their `Content-Length`, before they reach a handler.
+//!
+//! A refused request's body is read and dropped first (up to [`DRAIN_BYTES`], for at most
+//! [`DRAIN_TIME`]), and the answer says `Connection: close`: closing a socket that still holds
+//! unread bytes sends a reset, which discards the answer on its way and breaks the client's write,
+//! and a client that reused the connection would lose its next request.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     Json,
+    body::Body,
     extract::{Request, State},
     http::{HeaderMap, Method, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
+use futures::StreamExt;
 use serde_json::json;
 
 use crate::config::HttpSettings;
+
+/// How much of a refused request's body is read before answering; a longer one is not read.
+pub(crate) const DRAIN_BYTES: u64 = 8 << 20;
+
+/// How long a refused request's body may take to arrive before the answer goes anyway.
+pub(crate) const DRAIN_TIME: Duration = Duration::from_secs(2);
 
 /// Names a loopback-bound gateway answers to, on any port.
 const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
@@ -220,9 +233,38 @@ pub(crate) async fn refuse_foreign(
                 _ => "bad_request_framing",
             };
             tracing::debug!(%status, %message, "request refused before routing");
-            (status, Json(json!({"error": message, "code": code}))).into_response()
+            drain(request).await;
+            let mut answer =
+                (status, Json(json!({"error": message, "code": code}))).into_response();
+            answer.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
+            answer
         }
     }
+}
+
+/// Reads and drops a refused request's body, unless it says it is longer than [`DRAIN_BYTES`].
+async fn drain(request: Request) {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > DRAIN_BYTES) {
+        return;
+    }
+    let mut chunks = Body::into_data_stream(request.into_body());
+    let read_all = async {
+        let mut read = 0u64;
+        while let Some(Ok(chunk)) = chunks.next().await {
+            read += chunk.len() as u64;
+            if read > DRAIN_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, read_all).await;
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use axum::{
     Json,
     body::Body,
     extract::{Request, State},
-    http::{Method, StatusCode},
+    http::{Method, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -26,8 +26,10 @@ pub(crate) async fn reject_unparsable(
     let bytes = match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(_)) => {
+            // The rest of the body is not read: the connection ends with this answer.
             return (
                 StatusCode::PAYLOAD_TOO_LARGE,
+                [(header::CONNECTION, "close")],
                 Json(json!({"error": format!("the body is over {limit} bytes; send less or raise limits.max_body_bytes")})),
             )
                 .into_response();

@@ -35,8 +35,8 @@ async fn modern(
     for (k, v) in headers {
         request = request.header(*k, *v);
     }
-    let response = request.body(body.to_string()).send().await.unwrap();
-    (response.status().as_u16(), response.text().await.unwrap())
+    let response = request.body(body.to_string()).send().await;
+    answer(method, response).await
 }
 
 async fn raw(gw: &TestGateway, path: &str, body: &str, headers: &[(&str, &str)]) -> (u16, String) {
@@ -51,8 +51,19 @@ async fn raw(gw: &TestGateway, path: &str, body: &str, headers: &[(&str, &str)])
     for (k, v) in headers {
         request = request.header(*k, *v);
     }
-    let response = request.body(body.to_owned()).send().await.unwrap();
-    (response.status().as_u16(), response.text().await.unwrap())
+    let response = request.body(body.to_owned()).send().await;
+    answer(path, response).await
+}
+
+/// The status and body of an answer; a transport error fails the test with what was asked.
+async fn answer(asked: &str, response: reqwest::Result<reqwest::Response>) -> (u16, String) {
+    let response = response.unwrap_or_else(|e| panic!("{asked}: no answer: {e:?}"));
+    let status = response.status().as_u16();
+    let text = response
+        .text()
+        .await
+        .unwrap_or_else(|e| panic!("{asked}: the answer broke off: {e:?}"));
+    (status, text)
 }
 
 fn jsonrpc_code(body: &str) -> Option<i64> {
@@ -284,4 +295,26 @@ async fn without_keys_the_gateway_refuses_to_listen_beyond_loopback() {
         .to_string();
     assert!(refused.contains("no API keys exist"), "{refused}");
     assert!(refused.contains("undolog keys create"), "{refused}");
+}
+
+/// A body refused by its `Content-Length` is answered 413 with `Connection: close`, so a client
+/// never sends its next request on a connection the gateway is closing; the body is read (up to a
+/// bound) before the answer, so the client reads the 413 instead of a reset. Each request goes on
+/// the client's pooled connections, as a program's would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversize_body_is_answered_413_and_the_next_request_on_that_client_is_served() {
+    let gw = TestGateway::start("[limits]\nmax_body_bytes = 65536\n").await;
+    for size in [70_000, 1 << 20, 4 << 20] {
+        for attempt in 0..10 {
+            let pad = json!({"name": "transfer", "arguments": {"pad": "x".repeat(size)}});
+            let (status, answer) = modern(&gw, "tools/call", pad, &[]).await;
+            assert_eq!(status, 413, "{size} bytes, attempt {attempt}: {answer}");
+            assert!(answer.contains("limits.max_body_bytes"), "{answer}");
+            let (status, answer) = modern(&gw, "tools/list", json!({}), &[]).await;
+            assert_eq!(
+                status, 200,
+                "after {size} bytes, attempt {attempt}: {answer}"
+            );
+        }
+    }
 }
