@@ -194,11 +194,11 @@ impl EngineLink {
         fn approve(&self, org: &OrgId, id: ApprovalId, by: &Decider, reason: Option<String>)
             -> Approval {
             e => e.approve(org, id, by, reason),
-            r => r.decide(id, true, reason)
+            r => r.decide(id, true, reason, &by.via)
         }
         fn deny(&self, org: &OrgId, id: ApprovalId, by: &Decider, reason: String) -> Approval {
             e => e.deny(org, id, by, reason),
-            r => r.decide(id, false, Some(reason))
+            r => r.decide(id, false, Some(reason), &by.via)
         }
         fn withdraw(&self, org: &OrgId, id: ApprovalId, by: String) -> Approval {
             e => e.withdraw(org, id, by),

@@ -21,6 +21,7 @@ mod http;
 mod interceptors;
 mod mcp;
 mod metrics;
+mod notify;
 mod oauth;
 mod policy;
 mod results;

@@ -125,6 +125,7 @@ fn approval(org_name: &str, effect: &Effect, requested_at: i64) -> Approval {
         expires_at: Timestamp(requested_at + 60_000),
         requested_by: Some("api-key:agent-1".into()),
         decided_by: None,
+        decided_via: None,
         decided_at: None,
         reason: None,
     }
@@ -392,6 +393,7 @@ pub async fn approvals_round_trip_and_filter(store: Arc<dyn Store>) {
     tx.insert_approval(&second).await.unwrap();
     first.state = ApprovalState::Denied;
     first.decided_by = Some("alice".into());
+    first.decided_via = Some("link:email".into());
     first.decided_at = Some(Timestamp(1_500));
     first.reason = Some("too much money".into());
     tx.update_approval(&first).await.unwrap();

@@ -150,6 +150,10 @@ pub struct Approval {
     /// Who made the call: that principal may not decide it (four eyes).
     pub requested_by: Option<String>,
     pub decided_by: Option<String>,
+    /// Where the decision was made: `api` (a direct request, the dashboard and CLI included) or
+    /// `link:CHANNEL` (a signed link a notification carried: `link:email`, `link:slack`, …).
+    #[serde(default)]
+    pub decided_via: Option<String>,
     pub decided_at: Option<Timestamp>,
     pub reason: Option<String>,
 }

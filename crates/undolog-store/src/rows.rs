@@ -16,7 +16,7 @@ pub(crate) const EFFECT_COLUMNS: &str = "id, org, session, seq, tool, args, step
     lease_expires_at, created_at, updated_at, completed_at, resolved_by, verdicts";
 
 pub(crate) const APPROVAL_COLUMNS: &str = "id, org, session, effect_id, signature, state, \
-    requested_at, expires_at, requested_by, decided_by, decided_at, reason";
+    requested_at, expires_at, requested_by, decided_by, decided_via, decided_at, reason";
 
 pub(crate) const API_KEY_COLUMNS: &str = "id, org, hash, role, label, created_at, revoked_at";
 
@@ -139,6 +139,7 @@ pub(crate) fn approval(row: &impl Columns) -> Result<Approval> {
         expires_at: timestamp(row, "expires_at")?,
         requested_by: row.text_opt("requested_by")?,
         decided_by: row.text_opt("decided_by")?,
+        decided_via: row.text_opt("decided_via")?,
         decided_at: timestamp_opt(row, "decided_at")?,
         reason: row.text_opt("reason")?,
     })

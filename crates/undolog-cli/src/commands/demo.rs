@@ -141,6 +141,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let operator = Decider {
         id: "demo-operator".into(),
         may_decide_own: false,
+        via: "api".into(),
     };
     engine
         .approve(&org, approval, &operator, Some("looks right".into()))

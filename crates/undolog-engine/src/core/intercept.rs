@@ -101,6 +101,7 @@ pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Er
             expires_at: view.approval_expires_at,
             requested_by: call.caller.clone(),
             decided_by: None,
+            decided_via: None,
             decided_at: None,
             reason: None,
         };

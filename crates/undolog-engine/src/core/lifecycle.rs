@@ -179,6 +179,9 @@ pub struct Decider {
     /// May decide a call this same principal made: a single-person setup that allows it, or the
     /// one local operator of a gateway without keys. Otherwise four eyes: never one's own call.
     pub may_decide_own: bool,
+    /// Where the decision is made, recorded as the approval's `decided_via`: `api`, or
+    /// `link:CHANNEL` for a signed link a notification carried.
+    pub via: String,
 }
 
 /// A person's yes. The caller has checked that the request has not expired.
@@ -285,6 +288,7 @@ fn decide(
     }
     approval.state = approval.state.transition(approval_to)?;
     approval.decided_by = by.map(|by| by.id.clone());
+    approval.decided_via = by.map(|by| by.via.clone());
     approval.decided_at = Some(now);
     approval.reason = reason;
     effect.state = effect.state.transition(effect_to)?;

@@ -204,6 +204,7 @@ async fn the_principal_that_made_a_call_cannot_decide_it() {
             let by = Decider {
                 id: who.into(),
                 may_decide_own,
+                via: "link:email".into(),
             };
             let decided = if approve {
                 engine.approve(&org(), approval, &by, None).await
@@ -215,6 +216,7 @@ async fn the_principal_that_made_a_call_cannot_decide_it() {
                 Ok(decided) => {
                     assert!(taken, "{case} decided");
                     assert_eq!(decided.decided_by.as_deref(), Some(who), "{case}");
+                    assert_eq!(decided.decided_via.as_deref(), Some("link:email"), "{case}");
                 }
                 Err(e) => {
                     assert!(!taken, "{case}: {e}");

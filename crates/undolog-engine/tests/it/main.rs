@@ -115,6 +115,7 @@ pub fn person(name: &str) -> Decider {
     Decider {
         id: name.to_owned(),
         may_decide_own: false,
+        via: "api".into(),
     }
 }
 

@@ -3,6 +3,7 @@
 //! key and says how to fix it.
 
 mod interceptors;
+mod notify;
 mod oauth;
 mod raw;
 mod validate;
@@ -17,6 +18,7 @@ use serde::Serialize;
 use undolog_store::{Compensation, StoreUrl};
 use undolog_types::Tier;
 
+pub use notify::{Channel, NotifyTarget};
 pub use oauth::{DashboardClient, IntrospectionClient, OAuthSettings, RoleScopes};
 pub(crate) use raw::RawConfig;
 
@@ -56,6 +58,8 @@ pub struct GatewayConfig {
     pub tools: BTreeMap<String, ToolSettings>,
     /// The interceptor chain, in configuration order (the chain orders by type and priority).
     pub interceptors: Vec<InterceptorConfig>,
+    /// Where held calls are announced, in escalation order (`[[notify]]`).
+    pub notify: Vec<NotifyTarget>,
     /// Access tokens of an authorization server, beside API keys; `None`: API keys alone.
     pub oauth: Option<OAuthSettings>,
     /// Where `/metrics` is served (Prometheus text format); `None`: nowhere.
@@ -135,6 +139,13 @@ pub struct ApprovalSettings {
     /// Whether a principal may decide a call it made itself. Off (four eyes) unless configured;
     /// open mode's single local operator always may.
     pub allow_self_approval: bool,
+    /// The base of the approve and deny links notifications carry.
+    pub public_url: String,
+    /// The key links are signed with; `None`: one made at start-up.
+    pub link_secret: Option<Secret>,
+    /// Announce an undecided held call to the next target after this long; `None`: every target
+    /// at once.
+    pub escalate_after: Option<Duration>,
 }
 
 #[derive(Debug, Clone)]

@@ -35,6 +35,9 @@ pub(crate) struct RawConfig {
     pub(crate) tools: BTreeMap<String, RawTool>,
     #[serde(default)]
     pub(crate) interceptors: Vec<RawInterceptor>,
+    /// Where held calls are announced.
+    #[serde(default)]
+    pub(crate) notify: Vec<super::notify::RawNotify>,
     pub(crate) oauth: Option<RawOAuth>,
     #[serde(default)]
     pub(crate) metrics: RawMetrics,
@@ -131,6 +134,13 @@ pub(crate) struct RawApprovals {
     pub(crate) hold_secs: Option<u64>,
     /// Let a principal decide a call it made itself (single-person setups); off: four eyes.
     pub(crate) allow_self_approval: Option<bool>,
+    /// Where a person's browser reaches this gateway: the base of the links notifications carry.
+    pub(crate) public_url: Option<String>,
+    /// The key approve and deny links are signed with (32 characters or more); one made at
+    /// start-up when unset, so links end with the process.
+    pub(crate) link_secret: Option<String>,
+    /// A held call nobody decided in this long is announced to the next `[[notify]]` target.
+    pub(crate) escalate_after_secs: Option<u64>,
 }
 
 /// The runs of clients that name no session.

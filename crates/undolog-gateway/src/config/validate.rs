@@ -40,7 +40,7 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
             "is empty; use a separator such as \"__\"",
         ));
     }
-    let approvals = approvals(&raw.approvals)?;
+    let approvals = approvals(&raw.approvals, listen_text)?;
     let run_idle = Duration::from_secs(positive(
         "sessions.idle_secs",
         raw.sessions.idle_secs,
@@ -155,8 +155,10 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         .transpose()?;
 
     let traces = raw.traces.map(traces).transpose()?;
+    let notify = super::notify::targets(&raw.notify)?;
 
     Ok(GatewayConfig {
+        notify,
         traces,
         metrics_listen,
         oauth,
@@ -308,7 +310,7 @@ fn executor(raw: &super::raw::RawExecutor) -> Result<ExecutorSettings, Error> {
     })
 }
 
-fn approvals(raw: &super::raw::RawApprovals) -> Result<ApprovalSettings, Error> {
+fn approvals(raw: &super::raw::RawApprovals, listen: &str) -> Result<ApprovalSettings, Error> {
     let mode = match raw.mode.as_deref() {
         None | Some("hold") => ApprovalMode::Hold,
         Some("defer") => ApprovalMode::Defer,
@@ -328,6 +330,9 @@ fn approvals(raw: &super::raw::RawApprovals) -> Result<ApprovalSettings, Error> 
         )?),
         hold: Duration::from_secs(positive("approvals.hold_secs", raw.hold_secs, 300)?),
         allow_self_approval: raw.allow_self_approval.unwrap_or(false),
+        public_url: super::notify::public_url(raw.public_url.as_deref(), listen)?,
+        link_secret: super::notify::link_secret(raw.link_secret.as_deref())?,
+        escalate_after: super::notify::escalate_after(raw.escalate_after_secs)?,
     })
 }
 

@@ -354,11 +354,13 @@ impl RemoteEngine {
         id: ApprovalId,
         approve: bool,
         reason: Option<String>,
+        via: &str,
     ) -> Result<Approval, Error> {
         let mut client = self.client.clone();
         let request = Self::request(proto::DecideRequest {
             approval_id: id.to_string(),
             reason,
+            via: (via != crate::http::admin::VIA_API).then(|| via.to_owned()),
         });
         let reply = match approve {
             true => client.approve(request).await,

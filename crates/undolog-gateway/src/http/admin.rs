@@ -133,13 +133,41 @@ fn decider(
     gateway: &Gateway,
     principal: &Principal,
     action: &str,
+    via: &str,
 ) -> std::result::Result<Decider, Error> {
     principal.require(Role::Approver, action)?;
     Ok(Decider {
         id: principal.actor(),
         may_decide_own: gateway.config.approvals.allow_self_approval
             || principal.is_local_operator(),
+        via: via.to_owned(),
     })
+}
+
+/// A decision made by a direct request: the API, the dashboard or the CLI.
+pub(crate) const VIA_API: &str = "api";
+
+/// The channel a gateway in front of this engine says a decision came through: `api`, or
+/// `link:NAME` for a signed link it checked.
+pub(crate) fn via(said: Option<&str>) -> std::result::Result<String, Error> {
+    match said {
+        None => Ok(VIA_API.to_owned()),
+        Some(via) if via == VIA_API => Ok(via.to_owned()),
+        Some(via)
+            if via.strip_prefix("link:").is_some_and(|name| {
+                !name.is_empty()
+                    && name.len() <= 64
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+            }) =>
+        {
+            Ok(via.to_owned())
+        }
+        Some(other) => Err(Error::BadRequest(format!(
+            "{other:?} is not a channel; a decision comes through \"api\" or \"link:NAME\""
+        ))),
+    }
 }
 
 /// An approval state named by a client.
@@ -159,7 +187,9 @@ pub(crate) async fn approve(
 ) -> Result<Approval> {
     let id: ApprovalId = parse_id("approval", &id)?;
     let verdict = Verdict::Approve(decision.reason);
-    Ok(Json(decide(&gateway, &principal, id, verdict).await?))
+    Ok(Json(
+        decide(&gateway, &principal, id, verdict, VIA_API).await?,
+    ))
 }
 
 pub(crate) async fn deny(
@@ -170,7 +200,9 @@ pub(crate) async fn deny(
 ) -> Result<Approval> {
     let id: ApprovalId = parse_id("approval", &id)?;
     let verdict = Verdict::Deny(decision.reason);
-    Ok(Json(decide(&gateway, &principal, id, verdict).await?))
+    Ok(Json(
+        decide(&gateway, &principal, id, verdict, VIA_API).await?,
+    ))
 }
 
 /// What a person says of a held call, with their reason (required to deny: the agent is told).
@@ -187,16 +219,17 @@ pub(crate) async fn decide(
     principal: &Principal,
     id: ApprovalId,
     verdict: Verdict,
+    via: &str,
 ) -> std::result::Result<Approval, Error> {
     let (org, engine) = (&principal.org, &gateway.engine);
     let approving = matches!(verdict, Verdict::Approve(_));
     let decided = match verdict {
         Verdict::Approve(reason) => {
-            let by = decider(gateway, principal, "approving a call")?;
+            let by = decider(gateway, principal, "approving a call", via)?;
             engine.approve(org, id, &by, reason).await?
         }
         Verdict::Deny(reason) => {
-            let by = decider(gateway, principal, "denying a call")?;
+            let by = decider(gateway, principal, "denying a call", via)?;
             let reason = reason.filter(|r| !r.trim().is_empty()).ok_or_else(|| {
                 Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into())
             })?;

@@ -275,30 +275,40 @@ async fn a_held_call_is_decided_by_another_approver_and_then_runs() {
     let Some(Decision::AwaitingApproval(held)) = held.unwrap().into_inner().decision else {
         panic!("an irreversible call waits for a person");
     };
-    let decide = |key: &str| {
+    let decide = |key: &str, via: Option<&str>| {
         authed(
             Some(key),
             DecideRequest {
                 approval_id: held.approval_id.clone(),
                 reason: Some("looks right".into()),
+                via: via.map(str::to_owned),
             },
         )
     };
-    for (who, key, want, why) in [
+    for (who, key, via, want, why) in [
         (
             "the agent itself",
             &agent,
+            None,
             Code::PermissionDenied,
             "forbidden",
         ),
         (
             "an approver of another org",
             &stranger,
+            None,
             Code::NotFound,
             "unknown_approval",
         ),
+        (
+            "an approver naming no channel there is",
+            &approver,
+            Some("link:"),
+            Code::InvalidArgument,
+            "bad_request",
+        ),
     ] {
-        let refused = client.approve(decide(key)).await.unwrap_err();
+        let refused = client.approve(decide(key, via)).await.unwrap_err();
         assert_eq!(
             (refused.code(), code(&refused)),
             (want, why),
@@ -306,11 +316,14 @@ async fn a_held_call_is_decided_by_another_approver_and_then_runs() {
         );
     }
     let approved = client
-        .approve(decide(&approver))
+        .approve(decide(&approver, Some("link:email")))
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(approved.approval.unwrap().state, "approved");
+    let approved = approved.approval.unwrap();
+    assert_eq!(approved.state, "approved");
+    let record: serde_json::Value = serde_json::from_str(&approved.record_json).unwrap();
+    assert_eq!(record["decided_via"], "link:email", "{record}");
     let runs = client.intercept(authed(Some(&agent), email())).await;
     assert!(matches!(
         runs.unwrap().into_inner().decision,

@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("0004_roles_and_claims.sql")),
     (5, include_str!("0005_verdicts.sql")),
     (6, include_str!("0006_executors.sql")),
+    (7, include_str!("0007_decided_via.sql")),
 ];
 
 /// The newest version in [`MIGRATIONS`].

@@ -500,8 +500,8 @@ impl Tx for PostgresTx {
         let (id, effect) = (a.id.to_string(), a.effect.to_string());
         let sql = self.sql(
             "INSERT INTO approvals (org, id, session, effect_id, signature, state, requested_at, \
-             expires_at, requested_by, decided_by, decided_at, reason) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+             expires_at, requested_by, decided_by, decided_via, decided_at, reason) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
             &[
                 id.as_str().into(),
                 a.session.as_str().into(),
@@ -512,6 +512,7 @@ impl Tx for PostgresTx {
                 a.expires_at.as_millis().into(),
                 a.requested_by.as_deref().into(),
                 a.decided_by.as_deref().into(),
+                a.decided_via.as_deref().into(),
                 a.decided_at.map(Timestamp::as_millis).into(),
                 a.reason.as_deref().into(),
             ],
@@ -523,12 +524,13 @@ impl Tx for PostgresTx {
     async fn update_approval(&mut self, a: &Approval) -> Result<()> {
         let id = a.id.to_string();
         let sql = self.sql(
-            "UPDATE approvals SET state = $3, decided_by = $4, decided_at = $5, reason = $6 \
-             WHERE org = $1 AND id = $2",
+            "UPDATE approvals SET state = $3, decided_by = $4, decided_via = $5, decided_at = $6, \
+             reason = $7 WHERE org = $1 AND id = $2",
             &[
                 id.as_str().into(),
                 a.state.as_str().into(),
                 a.decided_by.as_deref().into(),
+                a.decided_via.as_deref().into(),
                 a.decided_at.map(Timestamp::as_millis).into(),
                 a.reason.as_deref().into(),
             ],

@@ -12,6 +12,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("0003_roles_and_claims.sql")),
     (4, include_str!("0004_verdicts.sql")),
     (5, include_str!("0005_executors.sql")),
+    (6, include_str!("0006_decided_via.sql")),
 ];
 
 pub(super) async fn apply(conn: &Shared) -> Result<()> {

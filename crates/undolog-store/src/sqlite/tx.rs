@@ -288,8 +288,8 @@ impl Tx for SqliteTx {
     async fn insert_approval(&mut self, a: &Approval) -> Result<()> {
         self.statements.execute(
             "INSERT INTO approvals (id, org, session, effect_id, signature, state, requested_at, \
-             expires_at, requested_by, decided_by, decided_at, reason) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             expires_at, requested_by, decided_by, decided_via, decided_at, reason) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             params![
                 a.id.to_string(),
                 self.org.as_str(),
@@ -301,6 +301,7 @@ impl Tx for SqliteTx {
                 a.expires_at.as_millis(),
                 a.requested_by,
                 a.decided_by,
+                a.decided_via,
                 a.decided_at.map(Timestamp::as_millis),
                 a.reason,
             ],
@@ -310,11 +311,12 @@ impl Tx for SqliteTx {
 
     async fn update_approval(&mut self, a: &Approval) -> Result<()> {
         let changed = self.statements.execute(
-            "UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, reason = ? \
-             WHERE org = ? AND id = ?",
+            "UPDATE approvals SET state = ?, decided_by = ?, decided_via = ?, decided_at = ?, \
+             reason = ? WHERE org = ? AND id = ?",
             params![
                 a.state.as_str(),
                 a.decided_by,
+                a.decided_via,
                 a.decided_at.map(Timestamp::as_millis),
                 a.reason,
                 self.org.as_str(),

@@ -67,6 +67,7 @@ async fn seed(store: &PostgresStore, org: &str) -> (Effect, Approval) {
         expires_at: Timestamp(60_001),
         requested_by: None,
         decided_by: None,
+        decided_via: None,
         decided_at: None,
         reason: None,
     };
