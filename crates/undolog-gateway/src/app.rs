@@ -30,6 +30,8 @@ pub struct Gateway {
     pub(crate) oauth: Option<crate::oauth::OAuth>,
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     pub(crate) traces: crate::traces::Traces,
+    /// Tells people of held calls (`[[notify]]`) and checks the links it sent.
+    pub(crate) notifier: Arc<crate::notify::Notifier>,
 }
 
 impl Gateway {
@@ -78,6 +80,10 @@ impl Gateway {
                 }
             }));
         }
+        let notifier = Arc::new(crate::notify::Notifier::new(&config, metrics.clone()));
+        if let Some(engine) = engine.local() {
+            notifier.follow(engine);
+        }
         let interceptors =
             crate::interceptors::Interceptors::start(&config, &upstreams, metrics.clone());
         let interceptors = Arc::new(interceptors.await?);
@@ -93,6 +99,7 @@ impl Gateway {
         };
         let traces = crate::traces::Traces::start(config.traces.as_ref(), system)?;
         Ok(Arc::new(Gateway {
+            notifier,
             traces,
             metrics,
             oauth,

@@ -56,6 +56,14 @@ impl EngineLink {
         }
     }
 
+    /// The engine this gateway asks over gRPC, when it has none of its own.
+    pub(crate) fn remote(&self) -> Option<&RemoteEngine> {
+        match self {
+            Local(_) => None,
+            Remote(remote) => Some(remote),
+        }
+    }
+
     pub(crate) fn config(&self) -> &EngineConfig {
         match self {
             Local(engine) => engine.config(),

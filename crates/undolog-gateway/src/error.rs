@@ -104,6 +104,9 @@ pub enum Error {
         effect_id: Option<undolog_types::EffectId>,
         error: ErrorData,
     },
+    /// An approve or deny link that is not good here.
+    #[error(transparent)]
+    Link(#[from] crate::notify::links::LinkError),
 }
 
 impl Error {
@@ -126,6 +129,7 @@ impl Error {
             Error::OutcomeNotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::EngineUnreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Remote { status, .. } => *status,
+            Error::Link(e) => e.status(),
             Error::Intercepted { error, .. } => match error.code.0 {
                 -32602 => StatusCode::FORBIDDEN,
                 -32000 => StatusCode::GATEWAY_TIMEOUT,
@@ -193,6 +197,7 @@ impl Error {
             Error::Intercepted { .. } => "intercepted",
             Error::EngineUnreachable { .. } => "engine_unavailable",
             Error::Remote { code, .. } => code,
+            Error::Link(e) => e.code(),
             Error::Engine(e) => match e {
                 E::InvalidInput(_) => "invalid_input",
                 E::EmptyToolName => "empty_tool_name",

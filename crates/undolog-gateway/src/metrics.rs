@@ -76,6 +76,12 @@ struct VerdictLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NotifyLabels {
+    target: String,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InterceptorName {
     interceptor: String,
 }
@@ -99,6 +105,7 @@ pub(crate) struct Metrics {
     verdicts: Family<VerdictLabels, Counter>,
     interceptor_durations: Family<InterceptorName, Histogram, fn() -> Histogram>,
     batch_sizes: Histogram,
+    notifications: Family<NotifyLabels, Counter>,
 }
 
 fn call_buckets() -> Histogram {
@@ -191,6 +198,12 @@ impl Default for Metrics {
             "What each interceptor said of a message, by phase",
             verdicts.clone(),
         );
+        let notifications = Family::<NotifyLabels, Counter>::default();
+        registry.register(
+            "notifications",
+            "Held calls announced to each [[notify]] target, by outcome (after retries)",
+            notifications.clone(),
+        );
         let batch_sizes = Histogram::new(exponential_buckets(1.0, 2.0, 10));
         registry.register(
             "commit_batch_size",
@@ -212,6 +225,7 @@ impl Default for Metrics {
             verdicts,
             interceptor_durations,
             batch_sizes,
+            notifications,
         }
     }
 }
@@ -295,6 +309,15 @@ impl Metrics {
             .inc();
         let waited = undolog_types::Timestamp::now().as_millis() - requested_at.as_millis();
         self.decision_latency.observe(waited.max(0) as f64 / 1000.0);
+    }
+
+    /// One held call announced to `target` (a `[[notify]]` name), or not after every retry.
+    pub(crate) fn notified(&self, target: &str, delivered: bool) {
+        let outcome = if delivered { "delivered" } else { "failed" };
+        let target = target.to_owned();
+        self.notifications
+            .get_or_create(&NotifyLabels { target, outcome })
+            .inc();
     }
 
     /// The same, with the series of these upstreams (in configuration order) made now.

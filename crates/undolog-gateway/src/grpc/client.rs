@@ -431,6 +431,17 @@ impl RemoteEngine {
             .collect()
     }
 
+    /// What the engine's process told of the org's held calls.
+    pub(crate) async fn notifications(&self) -> Result<Vec<Value>, Error> {
+        let mut client = self.client.clone();
+        let request = Self::request(proto::ListNotificationsRequest {});
+        let reply = client.list_notifications(request).await;
+        let list = reply.map_err(|s| self.refused(&s))?.into_inner();
+        (list.record_json.iter())
+            .map(|text| self.json("record_json", text))
+            .collect()
+    }
+
     pub(crate) async fn session_effects(&self, session: &SessionId) -> Result<Vec<Effect>, Error> {
         let mut client = self.client.clone();
         let request = proto::SessionRequest {

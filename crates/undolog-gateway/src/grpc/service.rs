@@ -25,7 +25,7 @@ use super::{
 use crate::{
     Credential, Error, Gateway, Principal,
     compensate::UpstreamCompensator,
-    http::{admin, events, sdk, undo_steps::StepBody},
+    http::{admin, events, links, sdk, undo_steps::StepBody},
 };
 
 /// The service, over the gateway that holds the engine, its store and its credentials.
@@ -450,6 +450,19 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         Ok(Response::new(proto::SessionList {
             record_json: (sessions.map_err(status)?.iter())
                 .map(|s| serde_json::to_string(s).unwrap_or_default())
+                .collect(),
+        }))
+    }
+
+    async fn list_notifications(
+        &self,
+        request: Request<proto::ListNotificationsRequest>,
+    ) -> Reply<proto::NotificationList> {
+        let principal = self.principal(&request).await?;
+        let deliveries = links::local_deliveries(&self.gateway, &principal).map_err(status)?;
+        Ok(Response::new(proto::NotificationList {
+            record_json: (deliveries.iter())
+                .map(|d| serde_json::to_string(d).unwrap_or_default())
                 .collect(),
         }))
     }

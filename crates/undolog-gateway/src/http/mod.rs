@@ -11,6 +11,7 @@ mod dashboard;
 pub(crate) mod events;
 mod framing;
 pub(crate) mod health;
+pub(crate) mod links;
 mod mcp_sessions;
 mod origin_guard;
 mod parse_guard;
@@ -85,6 +86,8 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
         .route("/v1/approvals/{id}", get(admin::approval))
         .route("/v1/approvals/{id}/approve", post(admin::approve))
         .route("/v1/approvals/{id}/deny", post(admin::deny))
+        .route("/v1/links/{token}", get(links::view).post(links::decide))
+        .route("/v1/notifications", get(links::deliveries))
         .route("/v1/effects", post(sdk::intercept))
         .route("/v1/effects/in_doubt", get(admin::in_doubt))
         .route("/v1/effects/{id}", get(admin::effect))

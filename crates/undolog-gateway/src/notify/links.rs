@@ -49,7 +49,7 @@ pub(crate) struct Link {
 
 /// Why a link is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum LinkError {
+pub enum LinkError {
     #[error("this is not an approval link; open the approval in the dashboard instead")]
     Malformed,
     #[error(

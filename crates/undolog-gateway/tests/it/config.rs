@@ -18,6 +18,66 @@ fn each_mistake_names_its_key_and_the_fix() {
     for (toml, key, fix) in [
         ("listen = \"localhost\"", "`listen`", "IP:PORT"),
         (
+            "[[notify]]\nurl = \"https://hooks.example.com\"",
+            "`notify[0].kind`",
+            "\"webhook\", \"slack\" or \"email\"",
+        ),
+        (
+            "[[notify]]\nkind = \"webhook\"\nurl = \"https://hooks.example.com\"",
+            "`notify[0].secret`",
+            "16 characters or more",
+        ),
+        (
+            "[[notify]]\nkind = \"slack\"\nurl = \"hooks.slack.com/services/x\"",
+            "`notify[0].url`",
+            "not an http(s) URL",
+        ),
+        (
+            "[[notify]]\nkind = \"slack\"\nurl = \"https://h\"\nto = [\"a@b.c\"]",
+            "`notify[0].to`",
+            "means nothing to a slack target",
+        ),
+        (
+            "[[notify]]\nkind = \"email\"\nsmtp = \"mail.example.com\"\nfrom = \"a@b.c\"\nto = [\"d@e.f\"]",
+            "`notify[0].smtp`",
+            "smtp://HOST:PORT",
+        ),
+        (
+            "[[notify]]\nkind = \"email\"\nsmtp = \"smtp://127.0.0.1:25\"\nfrom = \"not an address\"\nto = [\"d@e.f\"]",
+            "`notify[0].from`",
+            "is not an address",
+        ),
+        (
+            "[[notify]]\nkind = \"email\"\nsmtp = \"smtp://127.0.0.1:25\"\nfrom = \"a@b.c\"\nto = []",
+            "`notify[0].to`",
+            "list the recipients",
+        ),
+        (
+            "[[notify]]\nkind = \"slack\"\nurl = \"https://h\"\n[[notify]]\nkind = \"slack\"\nname = \"slack-0\"\nurl = \"https://i\"",
+            "`notify[1].name`",
+            "names another target too",
+        ),
+        (
+            "[[notify]]\nkind = \"slack\"\nname = \"ops mail\"\nurl = \"https://h\"",
+            "`notify[0].name`",
+            "letters, digits",
+        ),
+        (
+            "[approvals]\nlink_secret = \"short\"",
+            "`approvals.link_secret`",
+            "openssl rand -hex 32",
+        ),
+        (
+            "[approvals]\npublic_url = \"undolog.example.com\"",
+            "`approvals.public_url`",
+            "https://undolog.example.com",
+        ),
+        (
+            "[approvals]\nescalate_after_secs = 0",
+            "`approvals.escalate_after_secs`",
+            "greater than zero",
+        ),
+        (
             "engine = \"127.0.0.1:50051\"",
             "`engine`",
             "grpc://HOST:PORT",

@@ -26,6 +26,7 @@ mod issuer;
 mod laundering;
 mod list_hints;
 mod metrics;
+mod notify;
 mod oauth;
 mod oauth_provider;
 mod postgres;
