@@ -9,7 +9,7 @@ use tokio::{
     time::Instant,
 };
 use undolog_store::{Effect, Lease, Session, Store, Tx};
-use undolog_types::{EffectId, EffectState, OrgId, SessionId, Timestamp};
+use undolog_types::{EffectId, EffectState, OrgId, SessionId, Tier, Timestamp};
 
 use crate::{
     Call, Clock, EngineConfig, Error, Event, Intercept, Resolution, SystemClock,
@@ -32,6 +32,10 @@ pub(crate) struct Inner {
     /// Woken after every committed change (here, or another process's), so waiters look again.
     pub(crate) changed: Notify,
     pub(crate) events: broadcast::Sender<Event>,
+    /// The events of this engine's own commits alone (not those heard from other processes).
+    own_events: broadcast::Sender<Event>,
+    /// How many times this process replayed each effect (see [`Event::EffectReplayed`]).
+    replays: crate::events::ReplayCounts,
     /// Each commit's events, for the task that sends them to other processes on the same store.
     hints: Option<mpsc::UnboundedSender<Vec<Event>>>,
     /// Effect updates, for the task that commits them in batches; `None` without a runtime, and
@@ -99,6 +103,8 @@ impl Engine {
             config,
             changed: Notify::new(),
             events,
+            own_events: broadcast::channel(1024).0,
+            replays: Default::default(),
             runs: crate::sessions::RunCache::default(),
             health: std::sync::Mutex::new(crate::Health::starting()),
             batch_observer: BatchObserverSlot::default(),
@@ -133,6 +139,12 @@ impl Engine {
     /// Live events of every org; filter with [`Event::org`].
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.inner.events.subscribe()
+    }
+
+    /// The same, of what this engine committed itself: what happens once in a fleet of gateways
+    /// on one store, for work that must be done once (telling people of a held call).
+    pub fn subscribe_own(&self) -> broadcast::Receiver<Event> {
+        self.inner.own_events.subscribe()
     }
 
     pub(crate) fn downgrade(&self) -> std::sync::Weak<Inner> {
@@ -284,6 +296,7 @@ impl Engine {
                     org: call.org.clone(),
                     session: call.session.clone(),
                     effect_id: *effect_id,
+                    replays: self.inner.replays.count(*effect_id),
                 });
             }
         }
@@ -531,6 +544,7 @@ impl Engine {
                         session: e.session.clone(),
                         effect_id: e.id,
                         tool: e.tool.clone(),
+                        tier: e.tier,
                     });
                     // Recorded finished (a refusal, a read-only call after it ran).
                     let (org, session, effect_id) = (e.org.clone(), e.session.clone(), e.id);
@@ -590,11 +604,22 @@ impl Engine {
                 }
                 Write::InsertApproval(a) => {
                     tx.insert_approval(a).await?;
+                    // The held call is among the same writes.
+                    let held = writes.iter().find_map(|w| match w {
+                        Write::InsertEffect(e) | Write::UpdateEffect(e) if e.id == a.effect => {
+                            Some(e)
+                        }
+                        _ => None,
+                    });
                     events.push(Event::ApprovalRequired {
                         org: a.org.clone(),
                         session: a.session.clone(),
                         effect_id: a.effect,
                         approval_id: a.id,
+                        tool: held.map(|e| e.tool.clone()).unwrap_or_default(),
+                        arguments: held.map(|e| e.args.clone().into()).unwrap_or_default(),
+                        tier: held.map_or(Tier::Irreversible, |e| e.tier),
+                        reason: crate::events::hold_reason(held.map(|e| e.tier)).to_owned(),
                     });
                 }
                 Write::UpdateApproval(a) => {
@@ -623,6 +648,9 @@ impl Engine {
         }
         for event in events {
             self.inner.runs.saw(&event);
+            if self.inner.own_events.receiver_count() > 0 {
+                let _ = self.inner.own_events.send(event.clone());
+            }
             let _ = self.inner.events.send(event); // nobody listening is fine
         }
     }

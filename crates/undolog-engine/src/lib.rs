@@ -35,7 +35,7 @@ pub use config::EngineConfig;
 pub use core::{Decider, ReadOutcome, Resolution};
 pub use engine::{BatchObserver, Engine, validate};
 pub use error::Error;
-pub use events::Event;
+pub use events::{Event, hold_reason};
 pub use executor::{Health, renewing};
 pub use outcome::{Intercept, Rejection};
 pub use saga::{

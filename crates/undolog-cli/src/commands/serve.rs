@@ -94,6 +94,8 @@ pub(crate) async fn serve(args: ServeArgs, json_logs: bool) -> anyhow::Result<()
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}; is another program using it?"))?;
+    // The port the system chose, when the configuration said 0.
+    let listen = listener.local_addr().unwrap_or(listen);
     announce(
         json_logs,
         &format!("MCP at http://{listen}/mcp — admin API at http://{listen}/v1, events at /events"),

@@ -153,21 +153,50 @@ async fn a_closed_session_takes_no_more_calls() {
 async fn events_describe_what_happened() {
     let (engine, _) = engine().await;
     let mut events = engine.subscribe();
+    let mut own = engine.subscribe_own();
     let id = run(&engine, transfer("s1", 10), json!(1)).await;
     engine.intercept(transfer("s1", 10)).await.unwrap();
-    let kinds: Vec<String> = (0..3)
-        .map(|_| {
-            serde_json::to_value(events.try_recv().unwrap()).unwrap()["type"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+    engine.intercept(transfer("s1", 10)).await.unwrap();
+    engine.intercept(send_email("s1")).await.unwrap();
+    let heard: Vec<serde_json::Value> = std::iter::from_fn(|| events.try_recv().ok())
+        .map(|e| serde_json::to_value(e).unwrap())
         .collect();
+    let kinds: Vec<&str> = heard.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
-        ["effect_intercepted", "effect_committed", "effect_replayed"]
+        [
+            "effect_intercepted",
+            "effect_committed",
+            "effect_replayed",
+            "effect_replayed",
+            "effect_intercepted",
+            "approval_required"
+        ]
     );
-    let _ = id;
+    // What each says besides its kind.
+    assert_eq!(heard[0]["tier"], "compensable");
+    let replays: Vec<_> = heard[2..4].iter().map(|e| e["replays"].clone()).collect();
+    assert_eq!(replays, [json!(1), json!(2)], "each replay counted");
+    assert_eq!(heard[2]["effect_id"], id.to_string());
+    let held = &heard[5];
+    assert_eq!(
+        (&held["tool"], &held["tier"], &held["arguments"]["to"]),
+        (
+            &json!("send_email"),
+            &json!("irreversible"),
+            &json!("ceo@example.com")
+        )
+    );
+    assert!(
+        held["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be undone"),
+        "{held}"
+    );
+    // This engine's own commits reach its own subscribers too.
+    let own: Vec<_> = std::iter::from_fn(|| own.try_recv().ok()).collect();
+    assert_eq!(own.len(), heard.len());
 }
 
 #[tokio::test]

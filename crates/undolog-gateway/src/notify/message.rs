@@ -43,14 +43,6 @@ pub(crate) struct Links {
     pub(crate) dashboard: String,
 }
 
-/// Why a call of `tier` waits, in words.
-pub(crate) fn reason(tier: Tier) -> String {
-    match tier {
-        Tier::Irreversible => "the tool is irreversible: its effect cannot be undone".into(),
-        _ => "the configuration says this tool requires approval".into(),
-    }
-}
-
 /// `t=UNIX,v1=HEX`: HMAC-SHA256 under `secret` of `"{t}.{body}"`, as Stripe signs webhooks. The
 /// receiver recomputes it, compares in constant time, and refuses an old `t` (a replay).
 pub(crate) fn signature(secret: &str, unix_secs: i64, body: &[u8]) -> String {
@@ -176,7 +168,7 @@ mod tests {
             tool: "bank__transfer".into(),
             arguments,
             tier: Tier::Irreversible,
-            reason: reason(Tier::Irreversible),
+            reason: undolog_engine::hold_reason(Some(Tier::Irreversible)).into(),
             requested_by: Some("api-key:agent".into()),
             requested_at: Timestamp(1_700_000_000_000),
             expires_at: Timestamp(1_700_000_600_000),

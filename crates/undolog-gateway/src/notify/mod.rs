@@ -1,8 +1,9 @@
 //! Telling people of held calls where they are: a signed webhook, a Slack incoming webhook, or
 //! email, each with approve and deny links ([`links`]).
 //!
-//! The process that runs the engine announces each approval it records, once: a gateway with its
-//! own engine, or `undolog engine` for the gateways in front of it. Every `[[notify]]` target is
+//! The process that records an approval announces it, once: a gateway with its own engine (in a
+//! fleet on one store, the one that held the call), or `undolog engine` for the gateways in front
+//! of it. Every `[[notify]]` target is
 //! told at once; with `[approvals] escalate_after_secs`, the first target is, and each next one
 //! after that long if nobody has decided. Each delivery is retried with backoff and recorded
 //! (`GET /v1/notifications`, the `notifications_total` series, a log line when it fails).
@@ -87,7 +88,8 @@ impl Notifier {
             return;
         }
         let notifier = Arc::downgrade(self);
-        let mut events = engine.subscribe();
+        // Its own commits only: in a fleet on one store, the gateway that held the call tells.
+        let mut events = engine.subscribe_own();
         let engine = engine.clone();
         tokio::spawn(async move {
             loop {
@@ -181,7 +183,7 @@ impl Notifier {
             tool: effect.tool.clone(),
             arguments: effect.args.clone().into(),
             tier: effect.tier,
-            reason: message::reason(effect.tier),
+            reason: undolog_engine::hold_reason(Some(effect.tier)).to_owned(),
             requested_by: approval.requested_by.clone(),
             requested_at: approval.requested_at,
             expires_at: approval.expires_at,

@@ -8,9 +8,9 @@ use serde_json::json;
 use tonic::{Code, Status};
 use undolog_gateway::grpc::proto::{
     self, ApprovalRequest, AuthenticateRequest, EffectRequest, HealthRequest, ImplicitRunRequest,
-    InterceptRequest, ListSessionsRequest, NoteRequest, RecordReadRequest, RejectRequest,
-    SessionRequest, Tier, UndoHeld, UndoStepRequest, UndoTried, WaitRequest,
-    effect_engine_client::EffectEngineClient, intercept_reply::Decision,
+    InterceptRequest, ListNotificationsRequest, ListSessionsRequest, NoteRequest,
+    RecordReadRequest, RejectRequest, SessionRequest, Tier, UndoHeld, UndoStepRequest, UndoTried,
+    WaitRequest, effect_engine_client::EffectEngineClient, intercept_reply::Decision,
 };
 use undolog_types::Role;
 
@@ -109,6 +109,14 @@ fn every_rpc(client: &Client, key: Option<&str>, ids: &Ids) -> Vec<(&'static str
                     .map(drop)
             })
         }),
+        ask("ListNotifications", |mut c, k, _| {
+            let request = ListNotificationsRequest {};
+            Box::pin(async move {
+                c.list_notifications(authed(k.as_deref(), request))
+                    .await
+                    .map(drop)
+            })
+        }),
         ask("ListSessionEffects", |mut c, k, ids| {
             let request = SessionRequest {
                 session_id: ids.session,
@@ -196,12 +204,14 @@ fn note(effect: &str) -> NoteRequest {
     }
 }
 
-const ADMIN_ONLY: [&str; 5] = [
+/// What an agent's key may not ask: undoing takes an admin, reading deliveries an approver.
+const NOT_FOR_AGENTS: [&str; 6] = [
     "BeginUndo",
     "RecordUndoStep",
     "OpenUndo",
     "NextUndoStep",
     "RecordUndoTry",
+    "ListNotifications",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -237,9 +247,9 @@ async fn each_rpc_a_gateway_asks_is_refused_as_the_http_api_refuses_it() {
     assert!(health.ready, "{health:?}");
     assert_eq!(health.backend, "sqlite");
 
-    // An agent does not undo.
+    // An agent does not undo, nor read what people were told.
     for (name, asked) in every_rpc(&client, Some(&agent), &ids) {
-        if ADMIN_ONLY.contains(&name) {
+        if NOT_FOR_AGENTS.contains(&name) {
             let refused = asked.await.expect_err(name);
             assert_eq!(
                 refused.code(),

@@ -399,3 +399,31 @@ async fn nobody_deciding_escalates_to_the_next_target_and_an_expired_link_is_ref
         "an expired approval never lets the call run: {refused}"
     );
 }
+
+/// Two gateways on one PostgreSQL store hear each other's events (for their dashboards), but a
+/// held call is announced once: by the gateway that held it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_fleet_on_one_store_a_held_call_is_announced_once() {
+    let receiver = Receiver::start(0).await;
+    let db = crate::postgres::fresh_database();
+    let toml = format!(
+        "[[notify]]\nkind = \"webhook\"\nurl = \"{}/hook\"\nsecret = \"{WEBHOOK_SECRET}\"\n",
+        receiver.url
+    );
+    let first = TestGateway::start_on(&toml, Some(db.url())).await;
+    let second = TestGateway::start_on(&toml, Some(db.url())).await;
+    let agent = first.key("acme", Role::Agent).await;
+    held_email(&first, &agent).await;
+    receiver.posts("hook", 1).await;
+    // Long enough for the second gateway to have heard the event and, wrongly, told too.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let told = receiver.heard.lock().unwrap().len();
+    assert_eq!(told, 1, "one announcement in all");
+    let approver = second.key("acme", Role::Approver).await;
+    let (status, heard) = second.get_as(Some(&approver), "/v1/notifications").await;
+    assert_eq!(
+        (status, heard),
+        (200, json!([])),
+        "the second gateway told nobody"
+    );
+}
