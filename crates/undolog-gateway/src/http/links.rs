@@ -41,6 +41,8 @@ pub(crate) struct LinkView {
     tool: String,
     arguments: Value,
     tier: Tier,
+    /// Why the call waits for a person.
+    reason: &'static str,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -85,6 +87,7 @@ pub(crate) async fn view(
         tool: effect.tool,
         arguments: effect.args.into(),
         tier: effect.tier,
+        reason: undolog_engine::hold_reason(Some(effect.tier)),
         approval,
     }))
 }

@@ -6,7 +6,9 @@
 // a session is undone through the confirmation dialog with live progress; the other org sees
 // nothing of it. Then, on a gateway with [oauth] and a real identity provider (the npm
 // oidc-provider fixture), an approver signs in through the provider's own page and approves a
-// held call, which records that person. Saves screenshots under docs/screenshots/. Exits non-zero on any failed check or
+// held call, which records that person. A held call's webhook notification carries an approve
+// link: opened in a fresh browser, it asks for sign-in, then for confirmation, and decides once.
+// Saves screenshots under docs/screenshots/. Exits non-zero on any failed check or
 // any console error.
 //
 //   node dashboard.test.mjs            (UNDOLOG_BIN and CHROMIUM override the paths)
@@ -14,6 +16,7 @@
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -77,7 +80,34 @@ async function startProvider(base) {
   return JSON.parse(line).issuer;
 }
 
-async function startGateway({ oauth = false } = {}) {
+/// A webhook receiver: each POSTed body, parsed, in `heard`.
+async function startReceiver() {
+  const heard = [];
+  const server = http.createServer((request, response) => {
+    let body = "";
+    request.on("data", (chunk) => { body += chunk; });
+    request.on("end", () => {
+      heard.push(JSON.parse(body));
+      response.end("ok");
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  cleanups.unshift(() => server.close());
+  return { url: `http://127.0.0.1:${server.address().port}/hook`, heard };
+}
+
+/// The notification of `approval` the receiver heard, waiting for it.
+async function notificationOf(receiver, approval) {
+  const deadline = Date.now() + WAIT;
+  for (;;) {
+    const found = receiver.heard.find((n) => n.approval_id === approval);
+    if (found) return found;
+    if (Date.now() > deadline) throw new Error(`no notification of ${approval}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function startGateway({ oauth = false, notify = null } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "undolog-dashboard-"));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   const store = `sqlite://${path.join(dir, "undolog.db")}`;
@@ -91,10 +121,18 @@ async function startGateway({ oauth = false } = {}) {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const args = ["serve", "--listen", `127.0.0.1:${port}`, "--store", store];
+  let toml = "";
   if (oauth) {
     const issuer = await startProvider(base);
+    toml += `[oauth]\nissuer = "${issuer}"\nresource = "${base}/mcp"\ndashboard_client_id = "undolog-dashboard"\n`;
+  }
+  if (notify) {
+    toml += `[approvals]\npublic_url = "${base}"\nlink_secret = "${"s".repeat(40)}"\n` +
+      `[[notify]]\nname = "hook"\nkind = "webhook"\nurl = "${notify}"\nsecret = "${"w".repeat(24)}"\n`;
+  }
+  if (toml) {
     const config = path.join(dir, "undolog.toml");
-    fs.writeFileSync(config, `[oauth]\nissuer = "${issuer}"\nresource = "${base}/mcp"\ndashboard_client_id = "undolog-dashboard"\n`);
+    fs.writeFileSync(config, toml);
     args.push("--config", config);
   }
   const log = fs.openSync(path.join(dir, "gateway.log"), "w");
@@ -174,7 +212,8 @@ async function signIn(page, key, org) {
 async function main() {
   assert.ok(fs.existsSync(bin), `${bin} is missing: cargo build -p undolog-cli first`);
   fs.mkdirSync(shots, { recursive: true });
-  const gw = await startGateway();
+  const receiver = await startReceiver();
+  const gw = await startGateway({ notify: receiver.url });
   const browser = await chromium.launch({
     executablePath: browserPath,
     args: [
@@ -311,6 +350,8 @@ async function main() {
   assert.equal(await acme.locator('button[data-session="globex-1"]').count(), 0);
   step("one org sees nothing of another's sessions, approvals or events");
 
+  await decideFromALink(browser, gw, receiver);
+
   // Forgetting the key hides everything again.
   await acme.getByRole("button", { name: "Forget key" }).click();
   await acme.locator("#login").waitFor();
@@ -321,6 +362,41 @@ async function main() {
 
   assert.deepEqual(consoleErrors, [], "the console stays free of errors and warnings");
   step("no errors or warnings in the console");
+}
+
+/// A held call's notification link, opened in a browser that is not signed in: the page asks for
+/// a key, then shows what the link asks and decides only on confirmation, once.
+async function decideFromALink(browser, gw, receiver) {
+  const call = await toolCall(gw, gw.keys.acme, "agent-10", "send_email", { to: "board@example.com", subject: "Q3" });
+  assert.equal(call.status, 202, JSON.stringify(call.body));
+  const notice = await notificationOf(receiver, call.body.approval_id);
+  assert.equal(notice.tool, "send_email");
+  const page = await openDashboard(browser, { base: notice.links.approve }, "link");
+  await signIn(page, gw.keys.acmeAdmin, "acme");
+  assert.equal(new URL(page.url()).searchParams.get("link"), null, "the token leaves the address bar");
+  const dialog = page.locator("#link-dialog");
+  await dialog.waitFor({ state: "visible" });
+  await page.locator("#link-dialog-title", { hasText: "Approve this call?" }).waitFor();
+  assert.match(await dialog.innerText(), /send_email \(irreversible\) in session agent-10/);
+  assert.match(await dialog.innerText(), /board@example\.com/);
+  const pending = await adminGet(gw, gw.keys.acmeAdmin, `/v1/approvals/${call.body.approval_id}`);
+  assert.equal(pending.state, "pending", "opening the link decided nothing");
+  await page.screenshot({ path: path.join(shots, "dashboard-link.png") });
+  await page.locator("#link-confirm").click();
+  await dialog.waitFor({ state: "hidden" });
+  const approved = await adminGet(gw, gw.keys.acmeAdmin, `/v1/approvals/${call.body.approval_id}`);
+  assert.equal(approved.state, "approved");
+  assert.equal(approved.decided_via, "link:hook");
+  step("a notification's link asks for sign-in, then confirmation, and approves");
+
+  await page.goto(notice.links.approve);
+  await dialog.waitFor({ state: "visible" });
+  await page.locator("#link-dialog-title", { hasText: "already decided" }).waitFor();
+  assert.equal(await page.locator("#link-confirm").isHidden(), true);
+  await page.locator("#link-cancel").click();
+  await dialog.waitFor({ state: "hidden" });
+  await page.context().close();
+  step("the same link again says the call was already decided, and offers nothing to click");
 }
 
 /// A gateway with [oauth]: carol signs in on the identity provider's page and approves a call an

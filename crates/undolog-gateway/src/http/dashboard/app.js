@@ -218,12 +218,20 @@ async function askLink() {
   $("link-reason").value = "";
   try {
     const view = await api("GET", `/v1/links/${encodeURIComponent(token)}`);
+    if (view.approval.state !== "pending") {
+      sessionStorage.removeItem(LINK_STORAGE);
+      const how = view.approval.decided_via ? ` through ${view.approval.decided_via}` : "";
+      throw new Error(
+        `${view.tool} was already decided: ${view.approval.state}` +
+        (view.approval.decided_by ? ` by ${view.approval.decided_by}${how}` : "") + ".",
+      );
+    }
     const approve = view.decision === "approve";
     $("link-dialog-title").textContent = approve ? "Approve this call?" : "Deny this call?";
     $("link-dialog-text").textContent =
       `${view.tool} (${view.tier.replaceAll("_", " ")}) in session ${view.approval.session}, ` +
       `requested by ${view.approval.requested_by || "unknown"} at ${fmtTime(view.approval.requested_at)}; ` +
-      `the request expires at ${fmtTime(view.approval.expires_at)}.`;
+      `the request expires at ${fmtTime(view.approval.expires_at)}. It waits because ${view.reason}.`;
     $("link-dialog-args").textContent = JSON.stringify(view.arguments, null, 2);
     $("link-reason-need").textContent = approve ? "(optional)" : "(the agent is told)";
     $("link-reason").required = !approve;
@@ -231,7 +239,10 @@ async function askLink() {
     $("link-confirm").className = approve ? "" : "danger";
     $("link-confirm").hidden = false;
   } catch (e) {
-    $("link-dialog-title").textContent = "This link cannot be used";
+    if (e instanceof AuthError) throw e;
+    sessionStorage.removeItem(LINK_STORAGE);
+    $("link-dialog-title").textContent = e.message.includes("already decided")
+      ? "This call was already decided" : "This link cannot be used";
     $("link-dialog-text").textContent = e.message;
     $("link-dialog-args").textContent = "";
     $("link-confirm").hidden = true;
@@ -304,7 +315,9 @@ function stopEvents() {
 function onEvent(name, data) {
   logEvent(name, data);
   if (name === "effect_replayed") {
-    state.replays.set(data.effect_id, (state.replays.get(data.effect_id) || 0) + 1);
+    // The gateway counts since it started; the page, since it opened: the larger is shown.
+    const seen = (state.replays.get(data.effect_id) || 0) + 1;
+    state.replays.set(data.effect_id, Math.max(seen, data.replays || 0));
   }
   if (name === "compensation_step" && data.session === state.progressFor) {
     const effect = state.effects.find((e) => e.id === data.effect_id);
@@ -357,6 +370,10 @@ function logEvent(name, data) {
   const detail = [];
   const tool = data.tool || state.tools.get(data.effect_id);
   if (tool) detail.push(tool);
+  if (data.tier) detail.push(data.tier.replaceAll("_", " "));
+  if (data.replays !== undefined) detail.push(`replay ${data.replays}`);
+  if (data.reason) detail.push(data.reason);
+  if (name === "approval_required" && data.arguments !== undefined) detail.push(json(data.arguments));
   if (data.state) detail.push(data.state);
   if (data.approved !== undefined) detail.push(data.approved ? "approved" : "denied");
   if (data.compensated !== undefined) detail.push(data.compensated ? "compensated" : "failed");
