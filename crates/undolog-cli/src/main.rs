@@ -47,6 +47,8 @@ enum Command {
     Sessions(commands::admin::SessionsArgs),
     /// List a session's effects in order: tool, tier, state, duration, arguments, result.
     Effects(commands::admin::EffectsArgs),
+    /// Export a session's whole history as JSON: session, effects, approvals, undo stack.
+    Export(commands::admin::ExportArgs),
     /// List approvals (pending unless --status says otherwise).
     Approvals(commands::admin::ApprovalsArgs),
     /// Approve a held call; the identical call then runs (or the held request resumes).
@@ -123,6 +125,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Signature(args) => commands::signature::run(&args),
         Command::Sessions(args) => commands::admin::sessions(args).await,
         Command::Effects(args) => commands::admin::effects(args).await,
+        Command::Export(args) => commands::admin::export(args).await,
         Command::Approvals(args) => commands::admin::approvals(args).await,
         Command::Approve(args) => commands::admin::approve(args).await,
         Command::Deny(args) => commands::admin::deny(args).await,

@@ -199,6 +199,10 @@ impl EngineLink {
             e => e.session_effects(org, session),
             r => r.session_effects(session)
         }
+        fn snapshot(&self, org: &OrgId, session: &SessionId) -> Value {
+            e => async move { e.snapshot(org, session).await.map(|s| s.body) },
+            r => r.snapshot(session)
+        }
         fn approve(&self, org: &OrgId, id: ApprovalId, by: &Decider, reason: Option<String>)
             -> Approval {
             e => e.approve(org, id, by, reason),

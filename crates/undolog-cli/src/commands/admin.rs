@@ -1,5 +1,5 @@
-//! Admin commands against a running gateway: `sessions`, `effects`, `approvals`, `approve`,
-//! `deny` and `undo`. Each prints an aligned table, or the gateway's JSON with `--json`.
+//! Admin commands against a running gateway: `sessions`, `effects`, `export`, `approvals`,
+//! `approve`, `deny` and `undo`. Each prints an aligned table, or the gateway's JSON with `--json`.
 
 use serde_json::{Value, json};
 
@@ -18,6 +18,17 @@ pub(crate) struct SessionsArgs {
 pub(crate) struct EffectsArgs {
     /// The session id.
     session: String,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExportArgs {
+    /// The session id.
+    session: String,
+    /// Write the JSON to this file instead of standard output (it must not exist yet).
+    #[arg(long, short)]
+    output: Option<std::path::PathBuf>,
     #[command(flatten)]
     remote: Remote,
 }
@@ -88,6 +99,34 @@ pub(crate) async fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
             "UPDATED (UTC)",
         ],
         &rows,
+    );
+    Ok(())
+}
+
+/// The session's whole history as the gateway exports it (`undolog.session-snapshot.v1`).
+pub(crate) async fn export(args: ExportArgs) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::io::Write as _;
+    let path = format!("/v1/sessions/{}/export", segment(&args.session));
+    let snapshot = args.remote.get(&path).await?;
+    let text = serde_json::to_string_pretty(&snapshot)? + "\n";
+    let Some(file) = args.output else {
+        print!("{text}");
+        return Ok(());
+    };
+    // Never over an existing file: an export is a record.
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&file)
+        .with_context(|| format!("cannot create {} (it must not exist yet)", file.display()))?;
+    out.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", file.display()))?;
+    let effects = snapshot["effects"].as_array().map_or(0, Vec::len);
+    eprintln!(
+        "undolog: session {} exported to {} ({effects} effect(s))",
+        args.session,
+        file.display()
     );
     Ok(())
 }

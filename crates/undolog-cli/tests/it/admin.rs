@@ -225,6 +225,45 @@ fn admin_commands_list_decide_and_undo_with_tables_and_json() {
     );
     assert_eq!(gw.json(key, &["sessions"])[0]["state"], "compensated");
 
+    // The whole history, exported: to standard output, then to a file that must not exist yet.
+    let exported: Value = serde_json::from_str(&gw.table(key, &["export", "s-1"])).unwrap();
+    assert_eq!(exported["format"], "undolog.session-snapshot.v1");
+    assert_eq!(exported["session"]["state"], "compensated");
+    let tools: Vec<_> = (exported["effects"].as_array().unwrap().iter())
+        .map(|e| e["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        ["transfer", "send_email", "send_email"],
+        "{exported}"
+    );
+    let via: Vec<_> = (exported["approvals"].as_array().unwrap().iter())
+        .map(|a| a["decided_via"].as_str().unwrap())
+        .collect();
+    assert_eq!(via, ["api", "api"]);
+    let file = gw._dir.path().join("s-1.json");
+    let file_arg = file.to_str().unwrap();
+    let written = gw.admin(Some(key), &["export", "s-1", "--output", file_arg]);
+    assert!(
+        written.status.success(),
+        "{}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    let kept: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(kept["effects"], exported["effects"]);
+    let again = gw.admin(Some(key), &["export", "s-1", "--output", file_arg]);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success() && stderr.contains("must not exist"),
+        "{stderr}"
+    );
+    let unknown = gw.admin(Some(key), &["export", "no-such-session"]);
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        !unknown.status.success() && stderr.contains("404"),
+        "{stderr}"
+    );
+
     let missing = gw.admin(Some(key), &["approve", "not-an-id"]);
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(

@@ -431,6 +431,17 @@ impl RemoteEngine {
             .collect()
     }
 
+    /// A session's whole history, exported (and kept) by the engine.
+    pub(crate) async fn snapshot(&self, session: &SessionId) -> Result<Value, Error> {
+        let mut client = self.client.clone();
+        let request = proto::SessionRequest {
+            session_id: session.to_string(),
+        };
+        let reply = client.export_session(Self::request(request)).await;
+        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        self.json("body_json", &reply.body_json)
+    }
+
     /// What the engine's process told of the org's held calls.
     pub(crate) async fn notifications(&self) -> Result<Vec<Value>, Error> {
         let mut client = self.client.clone();

@@ -454,6 +454,18 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         }))
     }
 
+    async fn export_session(
+        &self,
+        request: Request<proto::SessionRequest>,
+    ) -> Reply<proto::SnapshotReply> {
+        let principal = self.principal(&request).await?;
+        let session = admin::session_id(&request.into_inner().session_id).map_err(status)?;
+        let body = self.gateway.engine.snapshot(&principal.org, &session).await;
+        Ok(Response::new(proto::SnapshotReply {
+            body_json: body.map_err(status)?.to_string(),
+        }))
+    }
+
     async fn list_notifications(
         &self,
         request: Request<proto::ListNotificationsRequest>,

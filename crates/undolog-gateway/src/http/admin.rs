@@ -38,6 +38,32 @@ pub(crate) async fn sessions(
     Ok(Json(gateway.engine.sessions(&principal.org).await?))
 }
 
+/// `GET /v1/sessions/{id}/export`: the session's whole history (session, effects, approvals,
+/// undo stack) as one JSON document, `undolog.session-snapshot.v1`; the export is kept in the log.
+pub(crate) async fn export(
+    State(gateway): State<Arc<Gateway>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> std::result::Result<axum::response::Response, Error> {
+    use axum::response::IntoResponse;
+    let id = session_id(&id)?;
+    let snapshot = gateway.engine.snapshot(&principal.org, &id).await?;
+    let name = format!(
+        "attachment; filename=\"undolog-session-{}.json\"",
+        id.as_str().replace(
+            |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
+            "_"
+        )
+    );
+    let disposition = axum::http::HeaderValue::from_str(&name)
+        .unwrap_or_else(|_| axum::http::HeaderValue::from_static("attachment"));
+    Ok((
+        [(axum::http::header::CONTENT_DISPOSITION, disposition)],
+        Json(snapshot),
+    )
+        .into_response())
+}
+
 pub(crate) async fn session(
     State(gateway): State<Arc<Gateway>>,
     Extension(principal): Extension<Principal>,

@@ -76,6 +76,7 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
         .route("/v1/sessions", get(admin::sessions))
         .route("/v1/sessions/{id}", get(admin::session))
         .route("/v1/sessions/{id}/effects", get(admin::session_effects))
+        .route("/v1/sessions/{id}/export", get(admin::export))
         .route("/v1/sessions/{id}/undo", post(admin::undo))
         .route("/v1/sessions/{id}/undo/begin", post(undo_steps::begin))
         .route(

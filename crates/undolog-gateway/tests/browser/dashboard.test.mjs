@@ -338,6 +338,15 @@ async function main() {
   assert.equal(bank.status, 200);
   step("undo asks first, shows each compensation live, and ends compensated");
 
+  // The session's whole history, saved as one JSON file.
+  const [download] = await Promise.all([acme.waitForEvent("download"), acme.locator("#export").click()]);
+  assert.equal(download.suggestedFilename(), `undolog-session-${session}.json`);
+  const exported = JSON.parse(fs.readFileSync(await download.path(), "utf8"));
+  assert.equal(exported.format, "undolog.session-snapshot.v1");
+  assert.equal(exported.session.state, "compensated");
+  assert.equal(exported.effects.filter((e) => e.tool === "transfer").length, 2);
+  step("a session exports as one JSON file: session, effects, approvals, undo stack");
+
   // The other org saw nothing of it: no sessions, no approvals, no events.
   assert.equal(await globex.locator("#sessions li").count(), 0);
   assert.equal(await globex.locator("#events li").count(), 0);

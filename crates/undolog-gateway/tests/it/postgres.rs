@@ -58,6 +58,7 @@ async fn one_org_cannot_see_approve_or_undo_anothers_effects_through_any_api() {
     for (method, path, body, expected) in [
         ("GET", "/v1/sessions".to_owned(), &none, 200),
         ("GET", "/v1/sessions/a-1/effects".to_owned(), &none, 404),
+        ("GET", "/v1/sessions/a-1/export".to_owned(), &none, 404),
         ("GET", format!("/v1/effects/{effect}"), &none, 404),
         ("GET", "/v1/approvals".to_owned(), &none, 200),
         ("GET", format!("/v1/approvals/{approval}"), &none, 404),

@@ -122,6 +122,7 @@ async function start() {
   $("login-form").addEventListener("submit", onLogin);
   $("sign-out").addEventListener("click", signOut);
   $("undo").addEventListener("click", askUndo);
+  $("export").addEventListener("click", exportSession);
   $("undo-dialog").addEventListener("close", onUndoDialogClose);
   try {
     const mode = await api("GET", "/v1/auth");
@@ -433,6 +434,7 @@ function renderDetailHead() {
   const session = state.sessions.find((s) => s.id === state.selected);
   const title = $("detail-title");
   const undo = $("undo");
+  $("export").hidden = !session;
   if (!session) {
     title.textContent = "Session";
     undo.hidden = true;
@@ -441,6 +443,20 @@ function renderDetailHead() {
   title.replaceChildren("Session ", el("span", { class: "mono", text: session.id }), " ", badge(session.state));
   undo.hidden = false;
   undo.disabled = ["compensating", "compensated"].includes(session.state) || state.undoing !== null;
+}
+
+// The session's whole history as one JSON file (undolog.session-snapshot.v1), saved by the browser.
+async function exportSession() {
+  const id = state.selected;
+  try {
+    const snapshot = await api("GET", `/v1/sessions/${encodeURIComponent(id)}/export`);
+    const blob = new Blob([JSON.stringify(snapshot, null, 2)], { type: "application/json" });
+    const link = el("a", { href: URL.createObjectURL(blob), download: `undolog-session-${id}.json` });
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+  } catch (e) {
+    setStatus(`Export failed: ${e.message}`, "down");
+  }
 }
 
 // ---- a session's effects -------------------------------------------------------------------
