@@ -33,6 +33,8 @@ enum Command {
     Engine(commands::engine::EngineArgs),
     /// Run the gateway for one MCP client on stdin/stdout (for desktop clients).
     Stdio(commands::serve::Source),
+    /// Check a configuration and reach every upstream and interceptor, serving nothing.
+    Check(commands::serve::Source),
     /// Manage API keys.
     #[command(subcommand)]
     Keys(commands::keys::KeysCommand),
@@ -57,6 +59,8 @@ enum Command {
     Deny(commands::admin::DenyArgs),
     /// Undo a session: run its compensations newest first and print the report.
     Undo(commands::admin::UndoArgs),
+    /// Follow a running gateway's live events, one line each (--json: the events' JSON).
+    Tail(commands::tail::TailArgs),
 }
 
 /// `UNDOLOG_LOG`, with two libraries held down whatever it says, because they print what a call
@@ -119,6 +123,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             commands::engine::run(args, cli.log_format == LogFormat::Json).await
         }
         Command::Stdio(source) => commands::serve::stdio(source).await,
+        Command::Check(source) => commands::serve::check(source).await,
         Command::Keys(command) => commands::keys::run(command).await,
         Command::DemoBank(args) => commands::demo_bank::run(args).await,
         Command::Demo(args) => commands::demo::run(args).await,
@@ -130,5 +135,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Approve(args) => commands::admin::approve(args).await,
         Command::Deny(args) => commands::admin::deny(args).await,
         Command::Undo(args) => commands::admin::undo(args).await,
+        Command::Tail(args) => commands::tail::tail(args).await,
     }
 }

@@ -9,8 +9,8 @@ use undolog_engine::{Engine, EngineConfig};
 use undolog_store::Store;
 
 use crate::{
-    Error, GatewayConfig, Principal, engine_link::EngineLink, grpc::client::RemoteEngine, http,
-    mcp::McpFront, upstream::Upstreams,
+    Error, GatewayConfig, Principal, UpstreamStatus, engine_link::EngineLink,
+    grpc::client::RemoteEngine, http, mcp::McpFront, upstream::Upstreams,
 };
 
 /// The running gateway's shared state. Cheap to share behind an `Arc`.
@@ -111,6 +111,21 @@ impl Gateway {
             key_cache: crate::auth::KeyCache::default(),
             tasks: crate::tasks::Tasks::default(),
         }))
+    }
+
+    /// What `undolog check` reports: connects to every upstream and starts every interceptor as
+    /// serving would, opening no store and serving nothing, then lets them go. `Err` when an
+    /// interceptor cannot start or its config does not fit its schema.
+    pub async fn check(config: &GatewayConfig) -> Result<Vec<UpstreamStatus>, Error> {
+        let upstreams = Upstreams::start(
+            &config.upstreams,
+            &config.prefix_separator,
+            config.limits.upstream_timeout,
+        )
+        .await;
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        crate::interceptors::Interceptors::start(config, &upstreams, metrics).await?;
+        Ok(upstreams.statuses())
     }
 
     pub fn config(&self) -> &GatewayConfig {

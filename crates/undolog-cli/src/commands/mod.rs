@@ -7,3 +7,4 @@ pub(crate) mod remote;
 pub(crate) mod serve;
 pub(crate) mod signature;
 pub(crate) mod table;
+pub(crate) mod tail;

@@ -19,6 +19,33 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
+    /// Where the gateway is, for messages.
+    pub(crate) fn base(&self) -> &str {
+        self.url.trim_end_matches('/')
+    }
+
+    /// `GET path` as a stream (Server-Sent Events): the response once the gateway accepted it.
+    pub(crate) async fn open_stream(&self, path: &str) -> anyhow::Result<reqwest::Response> {
+        let base = self.base();
+        let mut request = reqwest::Client::new()
+            .get(format!("{base}{path}"))
+            .header("accept", "text/event-stream");
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.with_context(|| {
+            format!(
+                "cannot reach the gateway at {base}; start it with `undolog serve` or pass --url"
+            )
+        })?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        Err(self.refusal(&reqwest::Method::GET, path, status, text))
+    }
+
     pub(crate) async fn get(&self, path: &str) -> anyhow::Result<Value> {
         self.send(reqwest::Method::GET, path, None).await
     }
@@ -51,10 +78,21 @@ impl Remote {
             .text()
             .await
             .context("reading the gateway's answer")?;
-        let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if status.is_success() {
-            return Ok(value);
+            return Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)));
         }
+        Err(self.refusal(&method, path, status, text))
+    }
+
+    /// The gateway's refusal as a message: its `error`, and what to do about a missing key.
+    fn refusal(
+        &self,
+        method: &reqwest::Method,
+        path: &str,
+        status: reqwest::StatusCode,
+        text: String,
+    ) -> anyhow::Error {
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         let message = value["error"]
             .as_str()
             .map(str::to_owned)
@@ -64,7 +102,7 @@ impl Remote {
         } else {
             ""
         };
-        Err(anyhow!("{method} {path}: {status}: {message}{hint}"))
+        anyhow!("{method} {path}: {status}: {message}{hint}")
     }
 }
 

@@ -67,7 +67,11 @@ pub(crate) fn announce(json: bool, message: &str) {
 
 /// One line per upstream: connected with how many tools, or why not and what to check.
 pub(crate) fn report_upstreams(json: bool, gateway: &Gateway) {
-    for status in gateway.upstream_statuses() {
+    report(json, gateway.upstream_statuses());
+}
+
+fn report(json: bool, statuses: Vec<undolog_gateway::UpstreamStatus>) {
+    for status in statuses {
         let line = match status.tools {
             Ok(tools) => format!("upstream `{}`: connected, {tools} tools", status.name),
             Err(reason) => format!(
@@ -101,6 +105,29 @@ pub(crate) async fn serve(args: ServeArgs, json_logs: bool) -> anyhow::Result<()
         &format!("MCP at http://{listen}/mcp — admin API at http://{listen}/v1, events at /events"),
     );
     undolog_gateway::serve_http(gateway, listener, shutdown_signal(json_logs)).await?;
+    Ok(())
+}
+
+/// `undolog check`: the configuration is valid, and every upstream and interceptor answers,
+/// without opening the store or serving. Fails (exit 1) on the first thing that does not work.
+pub(crate) async fn check(source: Source) -> anyhow::Result<()> {
+    let config = source.load(None)?;
+    println!(
+        "configuration: valid ({} upstream(s), {} interceptor(s), {} notification target(s))",
+        config.upstreams.len(),
+        config.interceptors.len(),
+        config.notify.len()
+    );
+    let statuses = Gateway::check(&config).await?;
+    let failed = statuses.iter().filter(|s| s.tools.is_err()).count();
+    report(false, statuses);
+    if !config.interceptors.is_empty() {
+        println!("interceptors: every one started and took its config");
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} upstream(s) cannot be reached; see above");
+    }
+    println!("check: ok");
     Ok(())
 }
 

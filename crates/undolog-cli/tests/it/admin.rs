@@ -274,18 +274,77 @@ fn admin_commands_list_decide_and_undo_with_tables_and_json() {
 
 #[test]
 fn admin_commands_say_how_to_reach_a_gateway_that_is_not_there() {
-    let out = Command::new(env!("CARGO_BIN_EXE_undolog"))
-        .args([
-            "sessions",
-            "--url",
-            &format!("http://127.0.0.1:{}", free_port()),
-        ])
-        .output()
+    for command in ["sessions", "tail"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_undolog"))
+            .args([
+                command,
+                "--url",
+                &format!("http://127.0.0.1:{}", free_port()),
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{command}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("cannot reach the gateway") && stderr.contains("undolog serve"),
+            "{command}: {stderr}"
+        );
+    }
+}
+
+/// `undolog tail` prints each event of the gateway as it happens, one line each.
+#[test]
+fn tail_follows_the_gateways_events_as_lines() {
+    use std::io::{BufRead, BufReader};
+    let gw = serve();
+    let mut tail = Killed(
+        Command::new(env!("CARGO_BIN_EXE_undolog"))
+            .args(["tail", "--url", &gw.base])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (lines, heard) = std::sync::mpsc::channel();
+    let out = BufReader::new(tail.0.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    // The tail may open its stream after the first call: each try is a call of its own (a new
+    // amount) until the tail has heard one whole, intercepted then committed.
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for amount in 1.. {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no whole call in 20 s: {seen:?}"
+        );
+        let body = TRANSFER.replace("\"amount\": 7", &format!("\"amount\": {amount}"));
+        curl_json(&[
+            "-X",
+            "POST",
+            "-H",
+            "X-UndoLog-Session-Id: t-1",
+            "-d",
+            &body,
+            &format!("{}/mcp/tool_call", gw.base),
+        ]);
+        while let Ok(line) = heard.recv_timeout(std::time::Duration::from_millis(300)) {
+            seen.push(line);
+        }
+        let heard_intercepted = seen.iter().any(|l| l.contains("effect_intercepted"));
+        if heard_intercepted && seen.last().is_some_and(|l| l.contains("effect_committed")) {
+            break;
+        }
+    }
+    let intercepted = seen
+        .iter()
+        .find(|l| l.contains("effect_intercepted"))
         .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("cannot reach the gateway") && stderr.contains("undolog serve"),
-        "{stderr}"
+        intercepted.contains("t-1") && intercepted.contains("transfer · compensable"),
+        "{seen:?}"
     );
 }

@@ -179,6 +179,87 @@ fn serve_stops_on_an_invalid_configuration_with_one_line_naming_the_key_and_no_b
     assert!(debug.contains("backtrace"), "{debug}");
 }
 
+/// `undolog check` says whether a configuration would serve: valid, and each upstream reached
+/// or named with why not; it opens no store and serves nothing.
+#[test]
+fn check_validates_a_configuration_and_reaches_every_upstream_without_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, toml: &str| {
+        let file = dir.path().join(name);
+        std::fs::write(&file, toml).unwrap();
+        file
+    };
+    let broken = write(
+        "broken.toml",
+        "[[upstreams]]\nname = \"ghost\"\ncommand = \"/no/such/command\"\n",
+    );
+    let invalid = write("invalid.toml", "[[notify]]\nkind = \"pager\"\n");
+    let check = |file: Option<&std::path::Path>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_undolog"));
+        command
+            .arg("check")
+            .current_dir(dir.path())
+            .env("RUST_BACKTRACE", "1");
+        if let Some(file) = file {
+            command.arg("--config").arg(file);
+        }
+        let out = command.output().unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    // (what, the file, the exit code, what stdout and stderr say)
+    type Case<'a> = (
+        &'a str,
+        Option<&'a std::path::Path>,
+        i32,
+        &'a [&'a str],
+        &'a [&'a str],
+    );
+    let cases: [Case; 3] = [
+        (
+            "the demo",
+            None,
+            0,
+            &["configuration: valid", "check: ok"],
+            &["`demo`: connected, 3 tools"],
+        ),
+        (
+            "a dead stdio command",
+            Some(&broken),
+            1,
+            &["configuration: valid (1 upstream(s)"],
+            &[
+                "`ghost` cannot be reached",
+                "/no/such/command",
+                "1 upstream(s) cannot be reached",
+            ],
+        ),
+        (
+            "an invalid file",
+            Some(&invalid),
+            1,
+            &[],
+            &["notify[0].kind", "\"webhook\", \"slack\" or \"email\""],
+        ),
+    ];
+    for (what, file, code, stdout, stderr) in cases {
+        let (got, out, err) = check(file);
+        assert_eq!(got, Some(code), "{what}: {out}{err}");
+        for said in stdout {
+            assert!(out.contains(said), "{what}: {said:?} not in {out}");
+        }
+        for said in stderr {
+            assert!(err.contains(said), "{what}: {said:?} not in {err}");
+        }
+        assert!(!err.contains("backtrace"), "{what}: {err}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "no store was created: {left:?}");
+}
+
 #[test]
 fn a_stdio_client_spawns_undolog_stdio_and_calls_tools_through_it() {
     let fixtures = fixtures();
