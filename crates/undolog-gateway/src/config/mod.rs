@@ -18,7 +18,7 @@ use serde::Serialize;
 use undolog_store::{Compensation, StoreUrl};
 use undolog_types::Tier;
 
-pub use notify::{Channel, NotifyTarget};
+pub use notify::{Channel, NotifyTarget, is_target_name};
 pub use oauth::{DashboardClient, IntrospectionClient, OAuthSettings, RoleScopes};
 pub(crate) use raw::RawConfig;
 

@@ -60,6 +60,16 @@ impl Channel {
     }
 }
 
+/// Whether `name` may name a target: 1 to 64 letters, digits, `-` or `_` (it goes into
+/// `decided_via` as `link:NAME`).
+pub fn is_target_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+}
+
 /// The shortest link secret taken: 32 bytes, as for an HMAC-SHA256 key.
 const LINK_SECRET_MIN: usize = 32;
 
@@ -134,12 +144,7 @@ pub(super) fn targets(raw: &[RawNotify]) -> Result<Vec<NotifyTarget>, Error> {
             }
         };
         let name = entry.name.clone().unwrap_or_else(|| format!("{kind}-{i}"));
-        let well_formed = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
-        if !well_formed {
+        if !is_target_name(&name) {
             return Err(Error::key(
                 key("name"),
                 format!("{name:?}: use 1 to 64 letters, digits, '-' or '_'"),

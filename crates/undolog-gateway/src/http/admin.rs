@@ -180,13 +180,9 @@ pub(crate) fn via(said: Option<&str>) -> std::result::Result<String, Error> {
         None => Ok(VIA_API.to_owned()),
         Some(via) if via == VIA_API => Ok(via.to_owned()),
         Some(via)
-            if via.strip_prefix("link:").is_some_and(|name| {
-                !name.is_empty()
-                    && name.len() <= 64
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
-            }) =>
+            if via
+                .strip_prefix("link:")
+                .is_some_and(crate::config::is_target_name) =>
         {
             Ok(via.to_owned())
         }
