@@ -12,10 +12,12 @@
 //!   bodies without asking first; every state-changing request must be `application/json`.
 //! - **Oversized bodies** are refused from their `Content-Length`, before they reach a handler.
 //!
-//! A refused request's body is read and dropped first (up to [`DRAIN_BYTES`], for at most
-//! [`DRAIN_TIME`]), and the answer says `Connection: close`: closing a socket that still holds
-//! unread bytes sends a reset, which discards the answer on its way and breaks the client's write,
-//! and a client that reused the connection would lose its next request.
+//! A refused request's body is read and dropped first, as far as it arrives at once (up to
+//! [`DRAIN_BYTES`], for at most [`DRAIN_TIME`], while no more than [`DRAIN_IDLE`] passes between
+//! two pieces), and the answer says `Connection: close`: closing a socket that still holds unread
+//! bytes sends a reset, which discards the answer on its way and breaks the client's write, and a
+//! client that reused the connection would lose its next request. A client that sends nothing
+//! after its headers is answered within [`DRAIN_IDLE`].
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
@@ -37,6 +39,9 @@ pub(crate) const DRAIN_BYTES: u64 = 8 << 20;
 
 /// How long a refused request's body may take to arrive before the answer goes anyway.
 pub(crate) const DRAIN_TIME: Duration = Duration::from_secs(2);
+
+/// How long the drain waits for the next piece of a refused body.
+pub(crate) const DRAIN_IDLE: Duration = Duration::from_millis(100);
 
 /// Names a loopback-bound gateway answers to, on any port.
 const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
@@ -257,7 +262,7 @@ async fn drain(request: Request) {
     let mut chunks = Body::into_data_stream(request.into_body());
     let read_all = async {
         let mut read = 0u64;
-        while let Some(Ok(chunk)) = chunks.next().await {
+        while let Ok(Some(Ok(chunk))) = tokio::time::timeout(DRAIN_IDLE, chunks.next()).await {
             read += chunk.len() as u64;
             if read > DRAIN_BYTES {
                 break;
