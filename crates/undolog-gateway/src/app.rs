@@ -32,6 +32,8 @@ pub struct Gateway {
     pub(crate) traces: crate::traces::Traces,
     /// Tells people of held calls (`[[notify]]`) and checks the links it sent.
     pub(crate) notifier: Arc<crate::notify::Notifier>,
+    /// Each org's last hour of calls, for the dashboard.
+    pub(crate) overview: crate::overview::Overview,
 }
 
 impl Gateway {
@@ -99,6 +101,7 @@ impl Gateway {
         };
         let traces = crate::traces::Traces::start(config.traces.as_ref(), system)?;
         Ok(Arc::new(Gateway {
+            overview: Default::default(),
             notifier,
             traces,
             metrics,

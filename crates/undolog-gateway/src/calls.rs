@@ -263,6 +263,7 @@ impl Gateway {
             span.record("trace_id", id);
         }
         let tool = call.tool.clone();
+        let org = call.org.clone();
         let (tier, answer) = self
             .routed_call(call, caller)
             .with_context(trace.clone())
@@ -299,6 +300,7 @@ impl Gateway {
         // The catalog's tool names alone are labels: `tier` is known only for them.
         let tool = tier.map(|_| tool);
         self.metrics.call(tool, tier, &answer, took);
+        (self.overview).record(&org, outcome, took, Timestamp::now());
         answer
     }
 

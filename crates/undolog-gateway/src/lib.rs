@@ -23,6 +23,7 @@ mod mcp;
 mod metrics;
 mod notify;
 mod oauth;
+mod overview;
 mod policy;
 mod results;
 mod runs;

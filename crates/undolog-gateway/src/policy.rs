@@ -11,36 +11,72 @@ use crate::{
     config::{GatewayConfig, ToolSettings},
 };
 
+/// Where a tool's tier comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum TierSource {
+    /// `[tools."NAME"] tier`.
+    Configuration,
+    /// The upstream says `destructiveHint` (taken from any upstream: it only makes a tool safer).
+    DestructiveHint,
+    /// A trusted upstream says `readOnlyHint`.
+    ReadOnlyHint,
+    /// Nothing classifies it: `default_tier` (irreversible unless configured: fail closed).
+    Default,
+}
+
+impl TierSource {
+    /// The reason, in words, for a tool of `tier`.
+    pub(crate) fn why(self, tier: Tier) -> String {
+        match self {
+            TierSource::Configuration => format!("the configuration says {tier}"),
+            TierSource::DestructiveHint => "its upstream marks it destructive".into(),
+            TierSource::ReadOnlyHint => "its trusted upstream marks it read-only".into(),
+            TierSource::Default => format!("nothing classifies it: the default tier, {tier}"),
+        }
+    }
+}
+
 pub(crate) fn classify(
     config: &GatewayConfig,
     exposed: &str,
     tool: &Tool,
     trust_annotations: bool,
 ) -> ToolPolicy {
+    explain(config, exposed, tool, trust_annotations).0
+}
+
+/// [`classify`], and where the tier comes from.
+pub(crate) fn explain(
+    config: &GatewayConfig,
+    exposed: &str,
+    tool: &Tool,
+    trust_annotations: bool,
+) -> (ToolPolicy, TierSource) {
     let settings = config.tools.get(exposed).cloned().unwrap_or_default();
     let hints = tool.annotations.as_ref();
     let read_only_hint = hints.and_then(|a| a.read_only_hint).unwrap_or(false);
     let destructive_hint = hints.and_then(|a| a.destructive_hint).unwrap_or(false);
     let idempotent_hint = hints.and_then(|a| a.idempotent_hint).unwrap_or(false);
-    let tier = settings.tier.unwrap_or(if destructive_hint {
-        Tier::Irreversible
-    } else if trust_annotations && read_only_hint {
-        Tier::ReadOnly
-    } else {
-        config.default_tier
-    });
+    let (tier, source) = match settings.tier {
+        Some(tier) => (tier, TierSource::Configuration),
+        None if destructive_hint => (Tier::Irreversible, TierSource::DestructiveHint),
+        None if trust_annotations && read_only_hint => (Tier::ReadOnly, TierSource::ReadOnlyHint),
+        None => (config.default_tier, TierSource::Default),
+    };
     let ToolSettings {
         requires_approval,
         idempotent,
         compensation,
         ..
     } = settings;
-    ToolPolicy {
+    let policy = ToolPolicy {
         tier,
         compensation: compensation.filter(|_| tier == Tier::Compensable),
         idempotent: idempotent.unwrap_or(trust_annotations && idempotent_hint),
         requires_approval: requires_approval.unwrap_or(false),
-    }
+    };
+    (policy, source)
 }
 
 impl Gateway {
@@ -50,12 +86,21 @@ impl Gateway {
         exposed: &str,
         route: &crate::upstream::Route<rmcp::model::Tool>,
     ) -> undolog_engine::ToolPolicy {
+        self.explain(exposed, route).0
+    }
+
+    /// [`Gateway::classify`], and where the tier comes from.
+    pub(crate) fn explain(
+        &self,
+        exposed: &str,
+        route: &crate::upstream::Route<rmcp::model::Tool>,
+    ) -> (undolog_engine::ToolPolicy, TierSource) {
         let trusted = self
             .upstreams
             .connection(route.upstream)
             .config
             .trust_annotations;
-        classify(&self.config, exposed, &route.item, trusted)
+        explain(&self.config, exposed, &route.item, trusted)
     }
 
     /// Whether a call of `tool` would wait for a person (irreversible, or requires approval);

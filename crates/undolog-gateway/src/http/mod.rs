@@ -7,6 +7,7 @@
 
 pub(crate) mod admin;
 mod body;
+mod catalog;
 mod dashboard;
 pub(crate) mod events;
 mod framing;
@@ -14,6 +15,7 @@ pub(crate) mod health;
 pub(crate) mod links;
 mod mcp_sessions;
 mod origin_guard;
+mod overview;
 mod parse_guard;
 mod rest;
 pub(crate) mod sdk;
@@ -89,6 +91,8 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
         .route("/v1/approvals/{id}/deny", post(admin::deny))
         .route("/v1/links/{token}", get(links::view).post(links::decide))
         .route("/v1/notifications", get(links::deliveries))
+        .route("/v1/tools", get(catalog::tools))
+        .route("/v1/overview", get(overview::overview))
         .route("/v1/effects", post(sdk::intercept))
         .route("/v1/effects/in_doubt", get(admin::in_doubt))
         .route("/v1/effects/{id}", get(admin::effect))

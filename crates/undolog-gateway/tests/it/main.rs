@@ -11,6 +11,7 @@ mod cross_site;
 mod dashboard;
 mod events;
 mod faults;
+mod fleet;
 mod forwarding;
 mod frameworks;
 mod grpc;
