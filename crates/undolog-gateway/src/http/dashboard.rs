@@ -12,8 +12,9 @@ use axum::{
 const INDEX: &str = include_str!("dashboard/index.html");
 const STYLE: &str = include_str!("dashboard/app.css");
 const SCRIPT: &str = include_str!("dashboard/app.js");
+const FLEET_SCRIPT: &str = include_str!("dashboard/fleet.js");
 
-/// `/`, `/assets/app.css` and `/assets/app.js`.
+/// `/`, `/assets/app.css`, `/assets/app.js` and `/assets/fleet.js`.
 pub(super) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route(
@@ -27,6 +28,10 @@ pub(super) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route(
             "/assets/app.js",
             get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
+        .route(
+            "/assets/fleet.js",
+            get(|| async { asset("text/javascript; charset=utf-8", FLEET_SCRIPT) }),
         )
 }
 

@@ -8,6 +8,8 @@
 // oidc-provider fixture), an approver signs in through the provider's own page and approves a
 // held call, which records that person. A held call's webhook notification carries an approve
 // link: opened in a fresh browser, it asks for sign-in, then for confirmation, and decides once.
+// The fleet views: the last hour's tiles and chart, the tool catalog with each tier's reason,
+// filters and pages of sessions and effects, and an in-doubt effect resolved from its queue.
 // Saves screenshots under docs/screenshots/. Exits non-zero on any failed check or
 // any console error.
 //
@@ -127,6 +129,8 @@ async function startGateway({ oauth = false, notify = null } = {}) {
     toml += `[oauth]\nissuer = "${issuer}"\nresource = "${base}/mcp"\ndashboard_client_id = "undolog-dashboard"\n`;
   }
   if (notify) {
+    // An SDK caller that goes silent is in doubt after a second (the in-doubt queue's step).
+    toml += "[limits]\nsdk_lease_secs = 1\n";
     toml += `[approvals]\npublic_url = "${base}"\nlink_secret = "${"s".repeat(40)}"\n` +
       `[[notify]]\nname = "hook"\nkind = "webhook"\nurl = "${notify}"\nsecret = "${"w".repeat(24)}"\n`;
   }
@@ -360,6 +364,7 @@ async function main() {
   step("one org sees nothing of another's sessions, approvals or events");
 
   await decideFromALink(browser, gw, receiver);
+  await fleetViews(acme, gw);
 
   // Forgetting the key hides everything again.
   await acme.getByRole("button", { name: "Forget key" }).click();
@@ -371,6 +376,89 @@ async function main() {
 
   assert.deepEqual(consoleErrors, [], "the console stays free of errors and warnings");
   step("no errors or warnings in the console");
+}
+
+/// The overview, the catalog, filters and pages, and the in-doubt queue's resolve.
+async function fleetViews(page, gw) {
+  // The last hour, from the gateway's own counting: tiles and a chart of calls by outcome.
+  await page.reload();
+  await page.locator("#status.live").waitFor();
+  const calls = page.locator('.tile[data-tile="calls this hour"] .tile-value');
+  await calls.waitFor();
+  assert.ok(Number(await calls.innerText()) >= 8, await calls.innerText());
+  assert.match(await page.locator('.tile[data-tile="replay ratio"]').innerText(), /\d+%/);
+  assert.ok(await page.locator("#calls-chart rect.bar.executed").count() >= 1);
+  assert.ok(await page.locator("#calls-chart rect.bar.replayed").count() >= 1);
+  await page.locator(".overview").screenshot({ path: path.join(shots, "dashboard-overview.png") });
+  step("the last hour: calls, p50/p99, replay ratio and approvals waiting, charted by outcome");
+
+  // The catalog: each tool's tier and why, its upstream, what undoes it.
+  const transfer = page.locator('#catalog-rows tr[data-tool="transfer"]');
+  await transfer.waitFor();
+  assert.match(await transfer.innerText(), /compensable[\s\S]*the configuration says compensable[\s\S]*demo[\s\S]*transfer/);
+  assert.match(await transfer.innerText(), /\{\{args\.from_account\}\}/);
+  assert.match(await page.locator('#catalog-rows tr[data-tool="send_email"]').innerText(), /irreversible/);
+  await page.locator(".tools").screenshot({ path: path.join(shots, "dashboard-tools.png") });
+  step("the tool catalog says each tier and why, the upstream, and the compensation");
+
+  // Sessions page by 20; the filters narrow them.
+  for (let i = 0; i < 22; i += 1) {
+    const read = await toolCall(gw, gw.keys.acme, `page-${String(i).padStart(2, "0")}`, "get_balance", { account: "alice" });
+    assert.equal(read.status, 200);
+  }
+  await page.locator('button[data-session="page-21"]').waitFor();
+  assert.equal(await page.locator("#sessions li").count(), 20);
+  assert.match(await page.locator("#sessions-page").innerText(), /^1 of 2 \(\d+\)$/);
+  await page.locator("#sessions-next").click();
+  assert.match(await page.locator("#sessions-page").innerText(), /^2 of 2/);
+  assert.ok(await page.locator("#sessions li").count() >= 1);
+  await page.locator("#session-search").fill("agent-7");
+  await page.locator("#sessions li").first().waitFor();
+  assert.equal(await page.locator("#sessions li").count(), 1, "only the session searched for");
+  assert.equal(await page.locator("#sessions-pager").isHidden(), true);
+  await page.locator("#session-state").selectOption("active");
+  await page.locator("#sessions-empty").waitFor({ state: "hidden" });
+  assert.equal(await page.locator("#sessions li").count(), 0, "agent-7 is compensated, not active");
+  await page.locator("#session-state").selectOption("");
+  await page.locator('button[data-session="agent-7"]').click();
+  await page.locator('#effects tr[data-tool="transfer"]').first().waitFor();
+  await page.locator("#effect-tier").selectOption("irreversible");
+  assert.deepEqual(
+    [...new Set(await page.locator("#effects tr").evaluateAll((rows) => rows.map((r) => r.dataset.tool)))],
+    ["send_email"],
+  );
+  await page.locator("#effect-state").selectOption("denied");
+  assert.equal(await page.locator("#effects tr").count(), 1, "the one denied email");
+  await page.screenshot({ path: path.join(shots, "dashboard-filters.png"), fullPage: true });
+  await page.locator("#effect-tier").selectOption("");
+  await page.locator("#effect-state").selectOption("");
+  await page.locator("#session-search").fill("");
+  step("sessions page by 20; search, state, tier and tool filters narrow sessions and effects");
+
+  // An SDK caller that never reports: its effect is in doubt until a person resolves it.
+  const started = await fetch(`${gw.base}/v1/effects`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${gw.keys.acme}`, "Content-Type": "application/json" },
+    body: JSON.stringify({
+      session_id: "sdk-1", tool: "charge_card", arguments: { cents: 500 }, tier: "compensable",
+      compensation: { kind: "local", function: "refund_card" },
+    }),
+  }).then((r) => r.json());
+  assert.equal(started.outcome, "execute", JSON.stringify(started));
+  await new Promise((r) => setTimeout(r, 1_500));
+  await toolCall(gw, gw.keys.acme, "sdk-nudge", "get_balance", { account: "bob" });
+  const doubt = page.locator(`#in-doubt li[data-effect="${started.effect_id}"]`);
+  await doubt.waitFor();
+  await doubt.getByRole("button", { name: "Resolve" }).click();
+  await doubt.locator(".error", { hasText: "Say why it failed" }).waitFor();
+  await doubt.locator("input").fill("the card was never charged (checked with the processor)");
+  await page.locator(".approvals").screenshot({ path: path.join(shots, "dashboard-in-doubt.png") });
+  await doubt.getByRole("button", { name: "Resolve" }).click();
+  await doubt.waitFor({ state: "detached" });
+  const resolved = await adminGet(gw, gw.keys.acmeAdmin, `/v1/effects/${started.effect_id}`);
+  assert.equal(resolved.state, "failed");
+  assert.equal(resolved.error, "the card was never charged (checked with the processor)");
+  step("an in-doubt effect is resolved from its queue, with the reason kept");
 }
 
 /// A held call's notification link, opened in a browser that is not signed in: the page asks for

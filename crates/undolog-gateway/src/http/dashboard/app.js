@@ -123,6 +123,7 @@ async function start() {
   $("sign-out").addEventListener("click", signOut);
   $("undo").addEventListener("click", askUndo);
   $("export").addEventListener("click", exportSession);
+  setupFleet();
   $("undo-dialog").addEventListener("close", onUndoDialogClose);
   try {
     const mode = await api("GET", "/v1/auth");
@@ -194,7 +195,7 @@ async function enter() {
   $("sign-out").textContent = state.csrf ? "Sign out" : "Forget key";
   $("sign-out").hidden = !state.key && !state.csrf;
   startEvents();
-  await Promise.all([loadSessions(), loadApprovals(), loadInDoubt()]);
+  await Promise.all([loadSessions(), loadApprovals(), loadInDoubt(), loadOverview(true), loadCatalog()]);
   await askLink();
 }
 
@@ -354,7 +355,7 @@ function scheduleRefresh() {
     const { sessions, effects, approvals } = state.dirty;
     state.dirty = { sessions: false, effects: false, approvals: false };
     try {
-      const work = [loadInDoubt()];
+      const work = [loadInDoubt(), loadOverview(false)];
       if (sessions) work.push(loadSessions());
       if (effects && state.selected) work.push(loadEffects());
       if (approvals) work.push(loadApprovals());
@@ -401,8 +402,9 @@ function renderSessions() {
   const list = $("sessions");
   $("sessions-empty").hidden = state.sessions.length > 0;
   const newestFirst = [...state.sessions].sort((a, b) => b.updated_at - a.updated_at);
+  const shown = pageOf(filterSessions(newestFirst), "sessions");
   const focused = document.activeElement && document.activeElement.dataset.session;
-  list.replaceChildren(...newestFirst.map((s) => {
+  list.replaceChildren(...shown.map((s) => {
     const item = el("li", { class: s.id === state.selected ? "selected" : "" },
       el("button", {
         type: "button", class: "link", "data-session": s.id,
@@ -471,8 +473,9 @@ async function loadEffects() {
 
 function renderEffects() {
   $("detail-empty").hidden = true;
+  $("effect-filters").hidden = false;
   $("timeline").hidden = false;
-  $("effects").replaceChildren(...state.effects.map((e) => {
+  $("effects").replaceChildren(...pageOf(filterEffects(state.effects), "effects").map((e) => {
     const doubt = state.inDoubt.has(e.id);
     const outcome = e.error !== null && e.error !== undefined
       ? el("span", { class: "error", text: e.error })
@@ -496,13 +499,18 @@ async function loadInDoubt() {
   const effects = await api("GET", "/v1/effects/in_doubt");
   const before = state.inDoubt;
   state.inDoubt = new Set(effects.map((e) => e.id));
-  $("doubt-title").hidden = effects.length === 0;
-  $("in-doubt").replaceChildren(...effects.map((e) => el("li", {},
-    el("span", { class: "badge doubt", text: "in doubt" }), " ",
-    el("span", { class: "mono", text: `${e.tool} #${e.seq}` }), " in ",
-    el("button", { type: "button", class: "link", onclick: () => selectSession(e.session), text: e.session }),
-  )));
   const changed = before.size !== state.inDoubt.size || [...before].some((id) => !state.inDoubt.has(id));
+  $("doubt-title").hidden = effects.length === 0;
+  // Rebuilt only when the queue changed: what a person is typing into it stays.
+  if (changed || $("in-doubt").children.length !== effects.length) {
+    $("in-doubt").replaceChildren(...effects.map((e) => el("li", { "data-effect": e.id },
+      el("span", { class: "badge doubt", text: "in doubt" }), " ",
+      el("span", { class: "mono", text: `${e.tool} #${e.seq}` }), " in ",
+      el("button", { type: "button", class: "link", onclick: () => selectSession(e.session), text: e.session }),
+      el("pre", { text: json(e.args) }),
+      resolveControls(e),
+    )));
+  }
   if (changed && state.selected) renderEffects();
 }
 
