@@ -514,8 +514,23 @@ impl Gateway {
                         return Ok(waiting);
                     }
                     waited_for_approval = true;
-                    if !self.hold(&call, approval_id, caller).await? {
-                        return Ok(waiting);
+                    match self.hold(&call, approval_id, caller).await? {
+                        None => return Ok(waiting),
+                        // Fail closed: the call this request held is denied, and it says why
+                        // (asking the engine again would only open a new request).
+                        Some(ApprovalState::Expired) => {
+                            return Ok(Outcome::Rejected {
+                                effect_id: Some(effect_id),
+                                message: format!(
+                                    "nobody decided on approval {approval_id} before it expired, \
+                                     so the call was denied and did not run; calling it again \
+                                     asks a person again"
+                                ),
+                            });
+                        }
+                        // Decided: the engine answers the identical call (runs it, or refuses it
+                        // with the person's reason).
+                        Some(_) => {}
                     }
                 }
             }
@@ -574,15 +589,15 @@ impl Gateway {
         }
     }
 
-    /// Waits for a person's decision, sending progress if the client asked for it. `true` once
-    /// decided (approved, denied or expired: the next intercept answers), `false` if the hold
-    /// time ran out first.
+    /// Waits for a person's decision, sending progress if the client asked for it: the
+    /// approval's state once it is not pending (approved, denied, expired or withdrawn), `None`
+    /// if the hold time ran out first.
     async fn hold(
         &self,
         call: &ToolCall,
         approval_id: ApprovalId,
         caller: &Caller,
-    ) -> Result<bool, Error> {
+    ) -> Result<Option<ApprovalState>, Error> {
         let deadline =
             tokio::time::Instant::now() + caller.hold.unwrap_or(self.config.approvals.hold);
         let token = call
@@ -593,7 +608,7 @@ impl Gateway {
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
-                return Ok(false);
+                return Ok(None);
             }
             let slice = left.min(Duration::from_secs(5));
             let decided = tokio::select! {
@@ -601,7 +616,10 @@ impl Gateway {
                 () = caller.cancel.cancelled() => return Err(Error::Cancelled),
             };
             match decided {
-                Ok(approval) => return Ok(approval.state != ApprovalState::Pending),
+                Ok(approval) if approval.state != ApprovalState::Pending => {
+                    return Ok(Some(approval.state));
+                }
+                Ok(_) => {}
                 Err(Error::Engine(undolog_engine::Error::ApprovalWaitTimedOut(_))) => {}
                 Err(other) => return Err(other),
             }

@@ -72,10 +72,13 @@ impl Overview {
             .position(|b| ms <= *b)
             .unwrap_or(BOUNDS_MS.len());
         let mut orgs = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if !orgs.contains_key(org) && orgs.len() >= ORGS {
-            return;
+        if !orgs.contains_key(org) {
+            if orgs.len() >= ORGS {
+                return;
+            }
+            orgs.insert(org.clone(), VecDeque::new());
         }
-        let ring = orgs.entry(org.clone()).or_default();
+        let ring = orgs.get_mut(org).expect("inserted above");
         if ring.back().is_none_or(|m| m.at != minute) {
             ring.push_back(Minute {
                 at: minute,

@@ -400,6 +400,47 @@ async fn nobody_deciding_escalates_to_the_next_target_and_an_expired_link_is_ref
     );
 }
 
+/// On expiry the held call is denied, fail-closed, and the agent waiting on it is told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_nobody_decides_in_time_is_refused_and_the_agent_told_why() {
+    let gw = TestGateway::start("[approvals]\ntimeout_secs = 1\nhold_secs = 30\n").await;
+    let agent = gw.key("acme", Role::Agent).await;
+    let params =
+        json!({"name": "send_email", "arguments": {"to": "bob@example.com", "subject": "hi"}});
+    let started = std::time::Instant::now();
+    let (status, answer) = gw
+        .rpc(
+            Some(&agent),
+            "tools/call",
+            params,
+            json!({}),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered at expiry, not at hold's end"
+    );
+    let result = &answer["result"];
+    assert_eq!(result["isError"], true, "{answer}");
+    let said = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("expired") && said.contains("did not run"),
+        "the agent is told why: {said}"
+    );
+    // Denied for good: no new request was opened behind the agent's back.
+    let approver = gw.key("acme", Role::Approver).await;
+    let (_, pending) = gw
+        .get_as(Some(&approver), "/v1/approvals?status=pending")
+        .await;
+    assert_eq!(pending, json!([]), "{pending}");
+    let (_, expired) = gw
+        .get_as(Some(&approver), "/v1/approvals?status=expired")
+        .await;
+    assert_eq!(expired.as_array().map(Vec::len), Some(1), "{expired}");
+}
+
 /// Two gateways on one PostgreSQL store hear each other's events (for their dashboards), but a
 /// held call is announced once: by the gateway that held it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
