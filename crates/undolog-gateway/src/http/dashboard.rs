@@ -13,8 +13,9 @@ const INDEX: &str = include_str!("dashboard/index.html");
 const STYLE: &str = include_str!("dashboard/app.css");
 const SCRIPT: &str = include_str!("dashboard/app.js");
 const FLEET_SCRIPT: &str = include_str!("dashboard/fleet.js");
+const LINK_SCRIPT: &str = include_str!("dashboard/link.js");
 
-/// `/`, `/assets/app.css`, `/assets/app.js` and `/assets/fleet.js`.
+/// `/`, `/assets/app.css`, and the scripts `/assets/app.js`, `fleet.js` and `link.js`.
 pub(super) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route(
@@ -32,6 +33,10 @@ pub(super) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route(
             "/assets/fleet.js",
             get(|| async { asset("text/javascript; charset=utf-8", FLEET_SCRIPT) }),
+        )
+        .route(
+            "/assets/link.js",
+            get(|| async { asset("text/javascript; charset=utf-8", LINK_SCRIPT) }),
         )
 }
 
