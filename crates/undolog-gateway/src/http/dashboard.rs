@@ -1,6 +1,7 @@
-//! The dashboard: one page, a stylesheet and a script, embedded in the binary (nothing is fetched
-//! from elsewhere at run time). Served without credentials because the files hold no data: the
-//! page calls the authenticated admin API and `GET /events` with the key a person gives it.
+//! The dashboard: one page, a stylesheet and three scripts, embedded in the binary (nothing is
+//! fetched from elsewhere at run time). Served without credentials because the files hold no
+//! data: the page calls the authenticated admin API and `GET /events` with the key a person gives
+//! it.
 
 use axum::{
     Router,
