@@ -131,6 +131,24 @@ impl Gateway {
         Ok(upstreams.statuses())
     }
 
+    /// For `undolog check`: whether the engine the configuration names (`engine =
+    /// "grpc://…"`) answers and is ready, in words; `None` when the gateway runs its own.
+    pub async fn check_engine(config: &GatewayConfig) -> Option<Result<String, String>> {
+        let url = config.engine.as_ref()?;
+        let remote = match RemoteEngine::connect(url, engine_config(config)) {
+            Ok(remote) => remote,
+            Err(e) => return Some(Err(e.to_string())),
+        };
+        Some(match remote.health().await {
+            Ok(health) if health.ready => Ok(format!("ready, on its {} store", health.backend)),
+            Ok(health) => Err(format!(
+                "answers but is not ready: {}",
+                health.reason.unwrap_or_else(|| "no reason given".into())
+            )),
+            Err(e) => Err(e.to_string()),
+        })
+    }
+
     pub fn config(&self) -> &GatewayConfig {
         &self.config
     }

@@ -108,8 +108,8 @@ pub(crate) async fn serve(args: ServeArgs, json_logs: bool) -> anyhow::Result<()
     Ok(())
 }
 
-/// `undolog check`: the configuration is valid, and every upstream and interceptor answers,
-/// without opening the store or serving. Fails (exit 1) on the first thing that does not work.
+/// `undolog check`: the configuration is valid, and every upstream and interceptor answers (and
+/// the engine it names, if any), without opening the store or serving. Fails (exit 1) on the first thing that does not work.
 pub(crate) async fn check(source: Source) -> anyhow::Result<()> {
     let config = source.load(None)?;
     println!(
@@ -118,9 +118,18 @@ pub(crate) async fn check(source: Source) -> anyhow::Result<()> {
         config.interceptors.len(),
         config.notify.len()
     );
+    let engine = Gateway::check_engine(&config).await;
+    match (&engine, &config.engine) {
+        (Some(Ok(said)), Some(url)) => println!("engine {url}: {said}"),
+        (Some(Err(why)), Some(url)) => eprintln!("undolog: engine {url}: {why}"),
+        _ => {}
+    }
     let statuses = Gateway::check(&config).await?;
     let failed = statuses.iter().filter(|s| s.tools.is_err()).count();
     report(false, statuses);
+    if let Some(Err(_)) = engine {
+        anyhow::bail!("the engine cannot be asked; see above");
+    }
     if !config.interceptors.is_empty() {
         println!("interceptors: every one started and took its config");
     }

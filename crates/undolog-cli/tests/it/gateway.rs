@@ -194,6 +194,8 @@ fn check_validates_a_configuration_and_reaches_every_upstream_without_serving() 
         "[[upstreams]]\nname = \"ghost\"\ncommand = \"/no/such/command\"\n",
     );
     let invalid = write("invalid.toml", "[[notify]]\nkind = \"pager\"\n");
+    let engine_at = format!("127.0.0.1:{}", free_port()); // nothing listens there
+    let no_engine = write("split.toml", &format!("engine = \"grpc://{engine_at}\"\n"));
     let check = |file: Option<&std::path::Path>| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_undolog"));
         command
@@ -215,7 +217,8 @@ fn check_validates_a_configuration_and_reaches_every_upstream_without_serving() 
         &'a [&'a str],
         &'a [&'a str],
     );
-    let cases: [Case; 3] = [
+    let unreachable = format!("{engine_at} cannot be reached");
+    let cases: [Case; 4] = [
         (
             "the demo",
             None,
@@ -241,6 +244,13 @@ fn check_validates_a_configuration_and_reaches_every_upstream_without_serving() 
             &[],
             &["notify[0].kind", "\"webhook\", \"slack\" or \"email\""],
         ),
+        (
+            "an engine nobody serves",
+            Some(&no_engine),
+            1,
+            &["configuration: valid"],
+            &[&unreachable, "the engine cannot be asked"],
+        ),
     ];
     for (what, file, code, stdout, stderr) in cases {
         let (got, out, err) = check(file);
@@ -252,12 +262,16 @@ fn check_validates_a_configuration_and_reaches_every_upstream_without_serving() 
             assert!(err.contains(said), "{what}: {said:?} not in {err}");
         }
         assert!(!err.contains("backtrace"), "{what}: {err}");
+        assert!(
+            !err.contains("WARN"),
+            "{what}: one line per finding, no library warnings: {err}"
+        );
     }
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(left.len(), 2, "no store was created: {left:?}");
+    assert_eq!(left.len(), 3, "no store was created: {left:?}");
 }
 
 #[test]

@@ -346,9 +346,17 @@ async fn list(conn: &Connection, era: Era) -> Listed {
             peer.list_all_tools_with_cache_hint().await
         })
         .await;
+    // Only of an upstream that offers prompts (or did not say, as a stateless one does not):
+    // asking one that does not gets method-not-found, which rmcp logs as a warning.
     let prompts = conn
         .request(era, &never, |peer| async move {
-            peer.list_all_prompts_with_cache_hint().await
+            let declared = peer
+                .peer_info()
+                .map(|info| info.capabilities.prompts.is_some());
+            if declared == Some(false) {
+                return Ok(None);
+            }
+            peer.list_all_prompts_with_cache_hint().await.map(Some)
         })
         .await;
     if let Err(e) = &tools {
@@ -363,7 +371,7 @@ async fn list(conn: &Connection, era: Era) -> Listed {
             let hint = CacheHint::of(&l);
             (l.items, hint)
         }),
-        prompts: prompts.ok().map(|l| {
+        prompts: prompts.ok().flatten().map(|l| {
             let hint = CacheHint::of(&l);
             (l.items, hint)
         }),
