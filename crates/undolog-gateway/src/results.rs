@@ -178,8 +178,7 @@ pub(crate) fn to_mcp(outcome: &Outcome) -> CallToolResult {
             let text = format!(
                 "This call needs a person's approval (approval {approval_id}). It has not run. \
                  Call it again with the same arguments once it is approved; the request expires \
-                 at {} (ms since the epoch).",
-                expires_at.as_millis()
+                 at {expires_at}."
             );
             let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
             result.structured_content = Some(json!({

@@ -64,10 +64,9 @@ pub(crate) async fn tail(args: TailArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `HH:MM:SS`, UTC.
 fn now() -> String {
-    chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
-        .format("%H:%M:%S")
-        .to_string()
+    undolog_types::Timestamp::now().to_string()[11..19].to_owned()
 }
 
 /// One event as a line: time, kind, session, then what it says (tool, tier, state, decision,

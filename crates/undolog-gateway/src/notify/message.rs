@@ -69,10 +69,10 @@ fn shown_arguments(arguments: &Value) -> String {
     format!("{}\n… ({} bytes in all)", &text[..end], text.len())
 }
 
+/// `YYYY-MM-DD HH:MM:SS UTC`.
 fn when(at: Timestamp) -> String {
-    chrono::DateTime::from_timestamp_millis(at.as_millis())
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
-        .unwrap_or_else(|| at.as_millis().to_string())
+    let rfc3339 = at.to_string();
+    format!("{} UTC", rfc3339[..19].replacen('T', " ", 1))
 }
 
 fn title(notice: &Notice) -> String {
