@@ -360,7 +360,9 @@ impl RemoteEngine {
         let request = Self::request(proto::DecideRequest {
             approval_id: id.to_string(),
             reason,
-            via: (via != crate::http::admin::VIA_API).then(|| via.to_owned()),
+            // `api` is said by saying nothing.
+            via: (crate::http::admin::Via::of_record(Some(via))? != crate::http::admin::Via::Api)
+                .then(|| via.to_owned()),
         });
         let reply = match approve {
             true => client.approve(request).await,

@@ -56,7 +56,7 @@ impl EngineService {
         let request = request.into_inner();
         let approval_id: ApprovalId = id("approval", &request.approval_id).map_err(status)?;
         let verdict = verdict(request.reason);
-        let via = admin::via(request.via.as_deref()).map_err(status)?;
+        let via = admin::Via::of_record(request.via.as_deref()).map_err(status)?;
         let decided = admin::decide(&self.gateway, &principal, approval_id, verdict, &via)
             .await
             .map_err(status)?;

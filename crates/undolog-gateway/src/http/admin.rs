@@ -159,36 +159,49 @@ fn decider(
     gateway: &Gateway,
     principal: &Principal,
     action: &str,
-    via: &str,
+    via: &Via,
 ) -> std::result::Result<Decider, Error> {
     principal.require(Role::Approver, action)?;
     Ok(Decider {
         id: principal.actor(),
         may_decide_own: gateway.config.approvals.allow_self_approval
             || principal.is_local_operator(),
-        via: via.to_owned(),
+        via: via.record(),
     })
 }
 
-/// A decision made by a direct request: the API, the dashboard or the CLI.
-pub(crate) const VIA_API: &str = "api";
+/// Where a person decided, recorded as the approval's `decided_via`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// A direct request: the API, the dashboard or the CLI (`api`).
+    Api,
+    /// A signed link the `[[notify]]` target of this name carried (`link:NAME`).
+    Link(String),
+}
 
-/// The channel a gateway in front of this engine says a decision came through: `api`, or
-/// `link:NAME` for a signed link it checked.
-pub(crate) fn via(said: Option<&str>) -> std::result::Result<String, Error> {
-    match said {
-        None => Ok(VIA_API.to_owned()),
-        Some(via) if via == VIA_API => Ok(via.to_owned()),
-        Some(via)
-            if via
-                .strip_prefix("link:")
-                .is_some_and(crate::config::is_target_name) =>
-        {
-            Ok(via.to_owned())
+impl Via {
+    /// As the approval records it.
+    pub(crate) fn record(&self) -> String {
+        match self {
+            Via::Api => "api".into(),
+            Via::Link(target) => format!("link:{target}"),
         }
-        Some(other) => Err(Error::BadRequest(format!(
-            "{other:?} is not a channel; a decision comes through \"api\" or \"link:NAME\""
-        ))),
+    }
+
+    /// The channel a gateway in front of this engine says a decision came through (none:
+    /// `api`), as [`Via::record`] writes it.
+    pub(crate) fn of_record(said: Option<&str>) -> std::result::Result<Via, Error> {
+        match said {
+            None | Some("api") => Ok(Via::Api),
+            Some(said) => match said.strip_prefix("link:") {
+                Some(target) if crate::config::is_target_name(target) => {
+                    Ok(Via::Link(target.to_owned()))
+                }
+                _ => Err(Error::BadRequest(format!(
+                    "{said:?} is not a channel; a decision comes through \"api\" or \"link:NAME\""
+                ))),
+            },
+        }
     }
 }
 
@@ -210,7 +223,7 @@ pub(crate) async fn approve(
     let id: ApprovalId = parse_id("approval", &id)?;
     let verdict = Verdict::Approve(decision.reason);
     Ok(Json(
-        decide(&gateway, &principal, id, verdict, VIA_API).await?,
+        decide(&gateway, &principal, id, verdict, &Via::Api).await?,
     ))
 }
 
@@ -223,7 +236,7 @@ pub(crate) async fn deny(
     let id: ApprovalId = parse_id("approval", &id)?;
     let verdict = Verdict::Deny(decision.reason);
     Ok(Json(
-        decide(&gateway, &principal, id, verdict, VIA_API).await?,
+        decide(&gateway, &principal, id, verdict, &Via::Api).await?,
     ))
 }
 
@@ -241,7 +254,7 @@ pub(crate) async fn decide(
     principal: &Principal,
     id: ApprovalId,
     verdict: Verdict,
-    via: &str,
+    via: &Via,
 ) -> std::result::Result<Approval, Error> {
     let (org, engine) = (&principal.org, &gateway.engine);
     let approving = matches!(verdict, Verdict::Approve(_));

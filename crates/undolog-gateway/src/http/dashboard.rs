@@ -10,35 +10,42 @@ use axum::{
     routing::get,
 };
 
-const INDEX: &str = include_str!("dashboard/index.html");
-const STYLE: &str = include_str!("dashboard/app.css");
-const SCRIPT: &str = include_str!("dashboard/app.js");
-const FLEET_SCRIPT: &str = include_str!("dashboard/fleet.js");
-const LINK_SCRIPT: &str = include_str!("dashboard/link.js");
+/// Every file the dashboard is: its path, its type, its text.
+const FILES: [(&str, &str, &str); 5] = [
+    (
+        "/",
+        "text/html; charset=utf-8",
+        include_str!("dashboard/index.html"),
+    ),
+    (
+        "/assets/app.css",
+        "text/css; charset=utf-8",
+        include_str!("dashboard/app.css"),
+    ),
+    (
+        "/assets/app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("dashboard/app.js"),
+    ),
+    (
+        "/assets/fleet.js",
+        "text/javascript; charset=utf-8",
+        include_str!("dashboard/fleet.js"),
+    ),
+    (
+        "/assets/link.js",
+        "text/javascript; charset=utf-8",
+        include_str!("dashboard/link.js"),
+    ),
+];
 
-/// `/`, `/assets/app.css`, and the scripts `/assets/app.js`, `fleet.js` and `link.js`.
+/// `/`, the stylesheet and the scripts under `/assets/`.
 pub(super) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new()
-        .route(
-            "/",
-            get(|| async { asset("text/html; charset=utf-8", INDEX) }),
-        )
-        .route(
-            "/assets/app.css",
-            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
-        )
-        .route(
-            "/assets/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
-        )
-        .route(
-            "/assets/fleet.js",
-            get(|| async { asset("text/javascript; charset=utf-8", FLEET_SCRIPT) }),
-        )
-        .route(
-            "/assets/link.js",
-            get(|| async { asset("text/javascript; charset=utf-8", LINK_SCRIPT) }),
-        )
+    FILES
+        .into_iter()
+        .fold(Router::new(), |router, (path, content_type, body)| {
+            router.route(path, get(move || async move { asset(content_type, body) }))
+        })
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

@@ -19,7 +19,7 @@ use undolog_types::{ApprovalId, Role, Tier, Timestamp};
 
 use super::{
     JsonBody,
-    admin::{self, Verdict},
+    admin::{self, Verdict, Via},
 };
 use crate::{
     Error, Gateway, Principal,
@@ -83,7 +83,7 @@ pub(crate) async fn view(
         .await?;
     Ok(Json(LinkView {
         decision: link.decision,
-        via: format!("link:{}", link.target),
+        via: Via::Link(link.target).record(),
         tool: effect.tool,
         arguments: effect.args.into(),
         tier: effect.tier,
@@ -104,7 +104,7 @@ pub(crate) async fn decide(
         LinkDecision::Approve => Verdict::Approve(body.reason),
         LinkDecision::Deny => Verdict::Deny(body.reason),
     };
-    let via = format!("link:{}", link.target);
+    let via = Via::Link(link.target);
     Ok(Json(
         admin::decide(&gateway, &principal, approval, verdict, &via).await?,
     ))

@@ -73,7 +73,9 @@ impl Notifier {
             public_url: approvals.public_url.clone(),
             escalate_after: approvals.escalate_after,
             links: LinkKey::new(approvals.link_secret.as_ref()),
+            // A receiver that redirects does not get the signed notice sent on elsewhere.
             http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
                 .tcp_nodelay(true)
                 .build()
                 .expect("a TLS-less HTTP client builds"),

@@ -100,6 +100,13 @@ async fn posted(request: reqwest::RequestBuilder) -> Result<(), Failure> {
     if status.is_success() {
         return Ok(());
     }
+    // Redirects are not followed: the signed notice goes only where it was configured to.
+    if status.is_redirection() {
+        return Err(Failure {
+            error: format!("the receiver answered {status}: configure the URL it redirects to"),
+            permanent: true,
+        });
+    }
     let said: String = response
         .text()
         .await

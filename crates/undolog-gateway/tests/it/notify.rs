@@ -58,6 +58,9 @@ impl Receiver {
             .lock()
             .unwrap()
             .push((path.clone(), headers, body.to_vec()));
+        if path == "moved" {
+            return StatusCode::TEMPORARY_REDIRECT; // (no Location needed: it is never followed)
+        }
         let mut refuse = refuse.lock().unwrap();
         if path == "hook" && *refuse > 0 {
             *refuse -= 1;
@@ -466,5 +469,47 @@ async fn in_a_fleet_on_one_store_a_held_call_is_announced_once() {
         (status, heard),
         (200, json!([])),
         "the second gateway told nobody"
+    );
+}
+
+/// A receiver that redirects is not followed (the signed notice goes nowhere else), and the
+/// delivery fails at once, saying what to fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirecting_receiver_is_not_followed_and_the_delivery_says_so() {
+    let receiver = Receiver::start(0).await;
+    let toml = format!(
+        "[[notify]]\nname = \"moved\"\nkind = \"webhook\"\nurl = \"{}/moved\"\nsecret = \"{WEBHOOK_SECRET}\"\n",
+        receiver.url
+    );
+    let gw = TestGateway::start(&toml).await;
+    let agent = gw.key("acme", Role::Agent).await;
+    let approver = gw.key("acme", Role::Approver).await;
+    held_email(&gw, &agent).await;
+    receiver.posts("moved", 1).await;
+    let mut deliveries = json!([]);
+    for _ in 0..100 {
+        deliveries = gw.get_as(Some(&approver), "/v1/notifications").await.1;
+        if deliveries.as_array().is_some_and(|d| !d.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let delivery = &deliveries[0];
+    assert_eq!(
+        (&delivery["delivered"], &delivery["attempts"]),
+        (&json!(false), &json!(1)),
+        "{delivery}"
+    );
+    assert!(
+        delivery["error"]
+            .as_str()
+            .unwrap()
+            .contains("configure the URL it redirects to"),
+        "{delivery}"
+    );
+    assert_eq!(
+        receiver.heard.lock().unwrap().len(),
+        1,
+        "tried once, followed nowhere"
     );
 }

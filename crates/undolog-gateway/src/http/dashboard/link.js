@@ -20,41 +20,49 @@ function keepLink() {
 async function askLink() {
   const token = sessionStorage.getItem(LINK_STORAGE);
   if (!token) return;
-  const dialog = $("link-dialog");
   $("link-error").textContent = "";
   $("link-reason").value = "";
+  let view;
   try {
-    const view = await api("GET", `/v1/links/${encodeURIComponent(token)}`);
-    if (view.approval.state !== "pending") {
-      sessionStorage.removeItem(LINK_STORAGE);
-      const how = view.approval.decided_via ? ` through ${view.approval.decided_via}` : "";
-      throw new Error(
-        `${view.tool} was already decided: ${view.approval.state}` +
-        (view.approval.decided_by ? ` by ${view.approval.decided_by}${how}` : "") + ".",
-      );
-    }
-    const approve = view.decision === "approve";
-    $("link-dialog-title").textContent = approve ? "Approve this call?" : "Deny this call?";
-    $("link-dialog-text").textContent =
-      `${view.tool} (${view.tier.replaceAll("_", " ")}) in session ${view.approval.session}, ` +
-      `requested by ${view.approval.requested_by || "unknown"} at ${fmtTime(view.approval.requested_at)}; ` +
-      `the request expires at ${fmtTime(view.approval.expires_at)}. It waits because ${view.reason}.`;
-    $("link-dialog-args").textContent = JSON.stringify(view.arguments, null, 2);
-    $("link-reason-need").textContent = approve ? "(optional)" : "(the agent is told)";
-    $("link-reason").required = !approve;
-    $("link-confirm").textContent = approve ? "Approve" : "Deny";
-    $("link-confirm").className = approve ? "" : "danger";
-    $("link-confirm").hidden = false;
+    view = await api("GET", `/v1/links/${encodeURIComponent(token)}`);
   } catch (e) {
     if (e instanceof AuthError) throw e;
-    sessionStorage.removeItem(LINK_STORAGE);
-    $("link-dialog-title").textContent = e.message.includes("already decided")
-      ? "This call was already decided" : "This link cannot be used";
-    $("link-dialog-text").textContent = e.message;
-    $("link-dialog-args").textContent = "";
-    $("link-confirm").hidden = true;
+    return showLinkRefused("This link cannot be used", e.message);
   }
-  if (!dialog.open) dialog.showModal();
+  if (view.approval.state !== "pending") {
+    const by = view.approval.decided_by
+      ? ` by ${view.approval.decided_by}${view.approval.decided_via ? ` through ${view.approval.decided_via}` : ""}`
+      : "";
+    return showLinkRefused("This call was already decided",
+      `${view.tool} was already decided: ${view.approval.state}${by}.`);
+  }
+  const approve = view.decision === "approve";
+  $("link-dialog-title").textContent = approve ? "Approve this call?" : "Deny this call?";
+  $("link-dialog-text").textContent =
+    `${view.tool} (${view.tier.replaceAll("_", " ")}) in session ${view.approval.session}, ` +
+    `requested by ${view.approval.requested_by || "unknown"} at ${fmtTime(view.approval.requested_at)}; ` +
+    `the request expires at ${fmtTime(view.approval.expires_at)}. It waits because ${view.reason}.`;
+  $("link-dialog-args").textContent = JSON.stringify(view.arguments, null, 2);
+  $("link-reason-need").textContent = approve ? "(optional)" : "(the agent is told)";
+  $("link-reason").required = !approve;
+  $("link-confirm").textContent = approve ? "Approve" : "Deny";
+  $("link-confirm").className = approve ? "" : "danger";
+  $("link-confirm").hidden = false;
+  openLinkDialog();
+}
+
+// The link is spent or refused: said, with nothing to confirm.
+function showLinkRefused(title, text) {
+  sessionStorage.removeItem(LINK_STORAGE);
+  $("link-dialog-title").textContent = title;
+  $("link-dialog-text").textContent = text;
+  $("link-dialog-args").textContent = "";
+  $("link-confirm").hidden = true;
+  openLinkDialog();
+}
+
+function openLinkDialog() {
+  if (!$("link-dialog").open) $("link-dialog").showModal();
 }
 
 async function onLinkSubmit(event) {
