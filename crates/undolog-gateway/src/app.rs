@@ -72,7 +72,9 @@ impl Gateway {
         )
         .await;
         let names = upstreams.connections().iter().map(|c| c.name());
-        let metrics = Arc::new(crate::metrics::Metrics::for_upstreams(names));
+        let mut metrics = crate::metrics::Metrics::for_upstreams(names);
+        metrics.holds_engine = engine.local().is_some();
+        let metrics = Arc::new(metrics);
         if let Some(engine) = engine.local() {
             metrics.follow(engine);
             let batches = Arc::downgrade(&metrics);
@@ -94,11 +96,10 @@ impl Gateway {
         }
         let oauth = config.oauth.clone().map(crate::oauth::OAuth::new);
         // OpenTelemetry's name of the database system.
-        let system = match store.as_ref().map(|s| s.backend()) {
-            Some("postgres") => "postgresql",
-            Some(other) => other,
-            None => "undolog",
-        };
+        let system = store.as_ref().map(|s| match s.backend() {
+            "postgres" => "postgresql",
+            other => other,
+        });
         let traces = crate::traces::Traces::start(config.traces.as_ref(), system)?;
         Ok(Arc::new(Gateway {
             overview: Default::default(),

@@ -106,6 +106,10 @@ pub(crate) struct Metrics {
     interceptor_durations: Family<InterceptorName, Histogram, fn() -> Histogram>,
     batch_sizes: Histogram,
     notifications: Family<NotifyLabels, Counter>,
+    /// Whether this process holds the engine. Decisions and undo steps are the engine's facts:
+    /// a gateway in front of an engine passes them on and does not count them, so the series
+    /// of a split deployment sum to what one process counts.
+    pub(crate) holds_engine: bool,
 }
 
 fn call_buckets() -> Histogram {
@@ -226,6 +230,7 @@ impl Default for Metrics {
             interceptor_durations,
             batch_sizes,
             notifications,
+            holds_engine: true,
         }
     }
 }
@@ -303,6 +308,9 @@ impl Metrics {
 
     /// A person decided a held call that was requested at `requested_at`.
     pub(crate) fn decided(&self, approved: bool, requested_at: undolog_types::Timestamp) {
+        if !self.holds_engine {
+            return;
+        }
         let decision = if approved { "approved" } else { "denied" };
         self.decisions
             .get_or_create(&DecisionLabels { decision })
@@ -364,6 +372,9 @@ impl Metrics {
 
     /// One step of an undo ended.
     pub(crate) fn undo_step(&self, outcome: &StepOutcome) {
+        if !self.holds_engine {
+            return;
+        }
         let outcome = match outcome {
             StepOutcome::Compensated { .. } => "compensated",
             StepOutcome::Failed { .. } => "failed",

@@ -34,8 +34,9 @@ use crate::{Error, config::TraceSettings};
 #[derive(Debug, Default)]
 pub(crate) struct Traces {
     exporting: Option<(SdkTracerProvider, SdkTracer)>,
-    /// `db.system.name` of the store's spans.
-    store_system: &'static str,
+    /// `db.system.name` of the store's spans; `None` for a gateway in front of an engine, whose
+    /// store operations are requests to it (client spans the engine's spans hang under).
+    store_system: Option<&'static str>,
 }
 
 /// What the server span of one `tools/call` says about the request.
@@ -51,7 +52,7 @@ impl Traces {
     /// The exporter of `settings`, or a tracer that does nothing.
     pub(crate) fn start(
         settings: Option<&TraceSettings>,
-        store_system: &'static str,
+        store_system: Option<&'static str>,
     ) -> Result<Traces, Error> {
         let Some(settings) = settings else {
             return Ok(Traces {
@@ -129,7 +130,18 @@ impl Traces {
         attributes: Vec<KeyValue>,
         work: impl Future<Output = T>,
     ) -> T {
-        match self.child(name, SpanKind::Internal, attributes) {
+        self.within(name, SpanKind::Internal, attributes, work)
+            .await
+    }
+
+    async fn within<T>(
+        &self,
+        name: impl Into<Cow<'static, str>>,
+        kind: SpanKind,
+        attributes: Vec<KeyValue>,
+        work: impl Future<Output = T>,
+    ) -> T {
+        match self.child(name, kind, attributes) {
             Some(cx) => {
                 let answer = work.with_context(cx.clone()).await;
                 cx.span().end();
@@ -139,18 +151,48 @@ impl Traces {
         }
     }
 
-    /// Runs one engine operation (a store transaction) in a span of its own.
+    /// Runs one engine operation (a store transaction) in a span of its own: a client span when
+    /// the engine is another process (the request carries it as `traceparent`).
     pub(crate) async fn store<T>(
         &self,
         operation: &'static str,
         work: impl Future<Output = T>,
     ) -> T {
-        let attributes = vec![
-            KeyValue::new("db.system.name", self.store_system),
-            KeyValue::new("db.operation.name", operation),
-        ];
-        self.in_span(format!("store {operation}"), attributes, work)
+        let (kind, attributes) = match self.store_system {
+            Some(system) => (
+                SpanKind::Internal,
+                vec![
+                    KeyValue::new("db.system.name", system),
+                    KeyValue::new("db.operation.name", operation),
+                ],
+            ),
+            None => (
+                SpanKind::Client,
+                vec![
+                    KeyValue::new("rpc.system.name", "grpc"),
+                    KeyValue::new("undolog.store.operation", operation),
+                ],
+            ),
+        };
+        self.within(format!("store {operation}"), kind, attributes, work)
             .await
+    }
+
+    /// The server span of one request to the engine over gRPC (`path` is
+    /// `/undolog.engine.v1.EffectEngine/Method`), under the trace its `traceparent` names.
+    pub(crate) fn engine_request(&self, path: &str, headers: &http::HeaderMap) -> Option<Context> {
+        let (_, tracer) = self.exporting.as_ref()?;
+        let parent = TraceContextPropagator::new().extract(&HeaderCarrier(headers));
+        let method = path.trim_start_matches('/').to_owned();
+        let span = tracer
+            .span_builder(method.clone())
+            .with_kind(SpanKind::Server)
+            .with_attributes([
+                KeyValue::new("rpc.system.name", "grpc"),
+                KeyValue::new("rpc.method", method),
+            ])
+            .start_with_context(tracer, &parent);
+        Some(parent.with_span(span))
     }
 
     /// Runs the interceptor chain of one phase (`request`, `response`) in a span of its own.
@@ -224,6 +266,30 @@ pub(crate) fn trace_id(cx: &Context) -> Option<String> {
     let span = cx.span();
     let context = span.span_context();
     context.is_valid().then(|| context.trace_id().to_string())
+}
+
+/// The W3C trace context of the current span, as `(header, value)` pairs for a request to
+/// another process; none outside a trace.
+pub(crate) fn propagated() -> HashMap<String, String> {
+    let mut fields = HashMap::new();
+    let cx = Context::current();
+    if cx.span().span_context().is_valid() {
+        TraceContextPropagator::new().inject_context(&cx, &mut fields);
+    }
+    fields
+}
+
+/// A request's headers (or gRPC metadata) as the carrier of W3C trace context.
+struct HeaderCarrier<'a>(&'a http::HeaderMap);
+
+impl opentelemetry::propagation::Extractor for HeaderCarrier<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
 }
 
 /// A request's `_meta` as the carrier of W3C trace context.

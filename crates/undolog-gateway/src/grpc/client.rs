@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tonic::{
     Request, Status,
+    metadata::{AsciiMetadataValue, MetadataKey},
     transport::{Channel, Endpoint},
 };
 use undolog_engine::{
@@ -65,13 +66,18 @@ impl RemoteEngine {
         &self.config
     }
 
-    /// `message`, with the credentials of the client being served.
+    /// `message`, with the credentials of the client being served and the trace it is part of.
     fn request<T>(message: T) -> Request<T> {
         let mut request = Request::new(message);
+        let metadata = request.metadata_mut();
         if let Some(value) = current().header() {
-            request
-                .metadata_mut()
-                .insert("authorization", value.clone());
+            metadata.insert("authorization", value.clone());
+        }
+        for (key, value) in crate::traces::propagated() {
+            let key = MetadataKey::from_bytes(key.as_bytes());
+            if let (Ok(key), Ok(value)) = (key, AsciiMetadataValue::try_from(value)) {
+                metadata.insert(key, value);
+            }
         }
         request
     }

@@ -13,6 +13,7 @@ mod presented;
 mod refusal;
 mod service;
 mod status;
+mod traced;
 
 use std::{future::Future, sync::Arc};
 
@@ -41,8 +42,12 @@ pub async fn serve_engine(
         shutdown.await;
         stopped.cancel();
     };
-    let service =
-        proto::effect_engine_server::EffectEngineServer::new(service::EngineService { gateway });
+    let service = traced::Traced {
+        inner: proto::effect_engine_server::EffectEngineServer::new(service::EngineService {
+            gateway: gateway.clone(),
+        }),
+        gateway,
+    };
     tracing::info!(%addr, "undolog engine listening (gRPC undolog.engine.v1.EffectEngine)");
     // The builder's own `tcp_nodelay` applies only to listeners it binds: set it on each
     // connection, or every answer waits for the client's delayed ACK (about 40 ms a call).

@@ -116,10 +116,9 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     ) -> Reply<proto::InterceptReply> {
         let principal = self.principal(&request).await?;
         let body = intercept_body(request.into_inner()).map_err(status)?;
-        let decided = sdk::intercept_effect(&self.gateway, &principal, body)
-            .await
-            .map_err(status)?;
-        Ok(Response::new(decision(decided)))
+        let decided = sdk::intercept_effect(&self.gateway, &principal, body);
+        let decided = self.gateway.traces.store("intercept", decided);
+        Ok(Response::new(decision(decided.await.map_err(status)?)))
     }
 
     async fn commit(&self, request: Request<proto::CommitRequest>) -> Reply<proto::EffectReply> {
@@ -130,6 +129,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
         let engine = &self.gateway.engine;
         let committed = engine.commit_with(&principal.org, effect_id, result, verdicts);
+        let committed = self.gateway.traces.store("record_outcome", committed);
         committed.await.map_err(status)?;
         self.effect_reply(&principal, effect_id).await
     }
@@ -142,6 +142,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
         let engine = &self.gateway.engine;
         let failed = engine.fail_with(&principal.org, effect_id, request.error, details, verdicts);
+        let failed = self.gateway.traces.store("record_outcome", failed);
         failed.await.map_err(status)?;
         self.effect_reply(&principal, effect_id).await
     }
@@ -328,6 +329,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let started = Timestamp(request.started_at_ms);
         let recorded =
             (self.gateway.engine).record_read(call, effect_id, started, outcome, verdicts);
+        let recorded = self.gateway.traces.store("record_read", recorded);
         let rejection = recorded.await.map_err(status)?;
         Ok(Response::new(proto::RecordReadReply {
             rejection_json: rejection.map(|r| serde_json::to_string(&r).unwrap_or_default()),
@@ -340,6 +342,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let call = self.call(&principal, request.call).await?;
         let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
         let rejected = self.gateway.engine.reject(&call, request.reason, verdicts);
+        let rejected = self.gateway.traces.store("reject", rejected);
         Ok(Response::new(proto::RejectReply {
             effect_id: rejected.await.map_err(status)?.map(|id| id.to_string()),
         }))

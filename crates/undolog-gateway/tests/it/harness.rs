@@ -160,6 +160,9 @@ pub(crate) struct TestGateway {
     pub(crate) http: reqwest::Client,
     /// With [`TestGateway::with_tokens`]: the issuer whose tokens [`TestGateway::key`] mints.
     pub(crate) issuer: Option<TestIssuer>,
+    /// Where `/metrics` is served, with `[metrics] listen`: the configured address, and in a
+    /// split deployment also the engine's, on a port of its own.
+    pub(crate) metrics: Vec<std::net::SocketAddr>,
     minted: std::sync::atomic::AtomicU32,
     _dir: tempfile::TempDir,
     _stops: Vec<tokio::sync::oneshot::Sender<()>>,
@@ -243,7 +246,14 @@ impl TestGateway {
             })),
             engine: None,
         };
-        let config = GatewayConfig::load(&source).unwrap_or_else(|e| panic!("{e}"));
+        let mut config = GatewayConfig::load(&source).unwrap_or_else(|e| panic!("{e}"));
+        let mut metrics: Vec<_> = config.metrics_listen.into_iter().collect();
+        if split() && config.metrics_listen.is_some() {
+            // The engine's series, scraped apart from its gateway's.
+            let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            config.metrics_listen = Some(free.local_addr().unwrap());
+            metrics.extend(config.metrics_listen);
+        }
         let gateway = Gateway::build(config).await.unwrap();
         let mut stops = Vec::new();
         // Split (`UNDOLOG_TEST_ENGINE=grpc`): this gateway serves the engine alone over gRPC,
@@ -286,6 +296,7 @@ impl TestGateway {
             gateway,
             http: reqwest::Client::new(),
             issuer: None,
+            metrics,
             minted: Default::default(),
             _dir: dir,
             _stops: stops,

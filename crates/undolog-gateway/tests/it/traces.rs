@@ -17,7 +17,7 @@ use opentelemetry_proto::tonic::{
 use prost::Message;
 use serde_json::{Value, json};
 
-use crate::harness::{BANK_TOOLS, Bank, TestGateway};
+use crate::harness::{BANK_TOOLS, Bank, TestGateway, split};
 
 /// Spans received, in the order they came.
 #[derive(Clone, Default)]
@@ -144,7 +144,8 @@ async fn a_calls_spans_hang_under_the_clients_trace_with_the_store_and_upstream_
     let transfer = json!({"from_account": "alice", "to_account": "bob", "amount": 3});
     let answer = call(&gw, "transfer", transfer, &parent).await;
     assert!(answer["result"]["isError"] != json!(true), "{answer}");
-    let spans = received.trace(&trace, 6).await;
+    // Split, each of the two records also has the engine's server span and store span.
+    let spans = received.trace(&trace, if split() { 10 } else { 6 }).await;
     let server = named(&spans, "tools/call transfer", SpanKind::Server);
     assert_eq!(
         hex(&server.parent_span_id),
@@ -162,12 +163,18 @@ async fn a_calls_spans_hang_under_the_clients_trace_with_the_store_and_upstream_
         assert_eq!(attribute(server, key).as_deref(), Some(want), "{key}");
     }
     assert_eq!(attribute(server, "error.type"), None);
+    // Split, a store operation is a request to the engine.
+    let store_kind = if split() {
+        SpanKind::Client
+    } else {
+        SpanKind::Internal
+    };
     let children = [
         ("interceptors request", SpanKind::Internal),
-        ("store intercept", SpanKind::Internal),
+        ("store intercept", store_kind),
         ("tools/call transfer", SpanKind::Client),
         ("interceptors response", SpanKind::Internal),
-        ("store record_outcome", SpanKind::Internal),
+        ("store record_outcome", store_kind),
     ];
     for (name, kind) in children {
         let child = named(&spans, name, kind);
@@ -189,6 +196,30 @@ async fn a_calls_spans_hang_under_the_clients_trace_with_the_store_and_upstream_
         attribute(store, "db.system.name").as_deref(),
         Some("sqlite")
     );
+    if split() {
+        // The engine's spans hang under the gateway's requests to it.
+        for (operation, method) in [("intercept", "Intercept"), ("record_outcome", "Commit")] {
+            let request = named(&spans, &format!("store {operation}"), SpanKind::Client);
+            assert_eq!(
+                attribute(request, "rpc.system.name").as_deref(),
+                Some("grpc")
+            );
+            let method = format!("undolog.engine.v1.EffectEngine/{method}");
+            let served = named(&spans, &method, SpanKind::Server);
+            assert_eq!(served.parent_span_id, request.span_id, "{method}");
+            assert_eq!(attribute(served, "rpc.method").as_deref(), Some(&*method));
+            let stored = spans
+                .iter()
+                .find(|s| {
+                    s.name == format!("store {operation}") && s.parent_span_id == served.span_id
+                })
+                .unwrap_or_else(|| panic!("the engine's store {operation} span"));
+            assert_eq!(
+                attribute(stored, "db.system.name").as_deref(),
+                Some("sqlite")
+            );
+        }
+    }
 
     // The upstream heard the upstream span as its parent, in the request's own `_meta`.
     let upstream = named(&spans, "tools/call transfer", SpanKind::Client);
@@ -206,7 +237,7 @@ async fn a_calls_spans_hang_under_the_clients_trace_with_the_store_and_upstream_
     let (parent, trace, _) = client_trace(2);
     let answer = call(&gw, "fail_always", json!({}), &parent).await;
     assert_eq!(answer["result"]["isError"], true, "{answer}");
-    let spans = received.trace(&trace, 5).await;
+    let spans = received.trace(&trace, if split() { 7 } else { 5 }).await;
     let server = named(&spans, "tools/call fail_always", SpanKind::Server);
     assert_eq!(
         attribute(server, "error.type").as_deref(),
@@ -219,7 +250,7 @@ async fn a_calls_spans_hang_under_the_clients_trace_with_the_store_and_upstream_
         attribute(upstream, "error.type").as_deref(),
         Some("tool_error")
     );
-    let read = named(&spans, "store record_read", SpanKind::Internal);
+    let read = named(&spans, "store record_read", store_kind);
     assert_eq!(read.parent_span_id, server.span_id);
 }
 
