@@ -9,8 +9,8 @@ use tracing::Instrument as _;
 use rmcp::{
     ErrorData,
     model::{
-        CallToolRequest, CallToolRequestParams, ClientRequest, InputResponses,
-        ProgressNotificationParam, RequestMetaObject, ServerResult,
+        CallToolRequestParams, InputResponses, ProgressNotificationParam, RequestMetaObject,
+        ServerResult,
     },
 };
 use serde_json::Value;
@@ -229,7 +229,14 @@ fn protocol_version(call: &ToolCall, caller: &Caller) -> Option<String> {
         .and_then(RequestMetaObject::protocol_version);
     let negotiated = || {
         let requester = caller.requester.as_ref()?;
-        Some(requester.peer.peer_info()?.protocol_version.clone())
+        Some(
+            requester
+                .peer
+                .as_ref()?
+                .peer_info()?
+                .protocol_version
+                .clone(),
+        )
     };
     stated.or_else(negotiated).map(|v| v.to_string())
 }
@@ -393,6 +400,7 @@ impl Gateway {
                 unrecorded: Some((&engine_call, self.engine.now())),
                 context: &context,
                 request_record: request_record.as_ref(),
+                schema: Some(&route.item.input_schema),
             };
             return self.execute(&call, run, caller).await;
         }
@@ -434,6 +442,7 @@ impl Gateway {
                         unrecorded: None,
                         context: &context,
                         request_record: request_record.as_ref(),
+                        schema: Some(&route.item.input_schema),
                     };
                     let outcome = self.execute(&call, run, caller).await?;
                     if let Outcome::UpstreamTask { .. } = &outcome
@@ -551,7 +560,8 @@ impl Gateway {
             .meta
             .as_ref()
             .and_then(RequestMetaObject::get_progress_token);
-        let (Some(requester), Some(token)) = (&caller.requester, token) else {
+        let peer = caller.requester.as_ref().and_then(|r| r.peer.as_ref());
+        let (Some(peer), Some(token)) = (peer, token) else {
             return self.engine.intercept(engine_call.clone()).await;
         };
         let limit = self.engine.config().wait_timeout;
@@ -573,7 +583,7 @@ impl Gateway {
                     progress.message = Some(format!(
                         "waiting for the identical call in flight (effect {effect}); its answer is replayed here"
                     ));
-                    if let Err(e) = requester.peer.notify_progress(progress).await {
+                    if let Err(e) = peer.notify_progress(progress).await {
                         tracing::debug!(error = %e, "progress not sent");
                     }
                 }
@@ -624,12 +634,13 @@ impl Gateway {
                 Err(other) => return Err(other),
             }
             ticks += 1;
-            if let (Some(requester), Some(token)) = (&caller.requester, &token) {
+            let peer = caller.requester.as_ref().and_then(|r| r.peer.as_ref());
+            if let (Some(peer), Some(token)) = (peer, &token) {
                 let mut progress = ProgressNotificationParam::new(token.clone(), f64::from(ticks));
                 progress.message = Some(format!(
                     "waiting for a person to decide approval {approval_id}"
                 ));
-                if let Err(e) = requester.peer.notify_progress(progress).await {
+                if let Err(e) = peer.notify_progress(progress).await {
                     tracing::debug!(error = %e, "progress not sent");
                 }
             }
@@ -653,6 +664,7 @@ impl Gateway {
             unrecorded,
             context,
             request_record,
+            schema,
         } = run;
         let conn = self.upstreams.connection(upstream);
         let mut params = CallToolRequestParams::new(upstream_name.to_owned());
@@ -669,14 +681,14 @@ impl Gateway {
             .requester
             .clone()
             .map(|requester| conn.relay.register(requester, params.meta.as_ref()));
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let send = async || {
-            let sent = conn.send(
+            let sent = conn.call_tool(
                 caller.era,
                 &caller.cancel,
                 ticket.as_ref(),
-                request.clone(),
+                params.clone(),
                 caller.upstream_meta.clone(),
+                schema,
             );
             match unrecorded {
                 // Nothing recorded, so no lease to keep.
@@ -889,6 +901,7 @@ impl Gateway {
             unrecorded: None,
             context: &run.context,
             request_record: run.request_record.as_ref(),
+            schema: None,
         };
         self.execute(call, borrowed, caller).await
     }
@@ -951,6 +964,8 @@ struct Run<'a> {
     unrecorded: Option<(&'a Call, Timestamp)>,
     context: &'a undolog_interceptors::InvocationContext,
     request_record: Option<&'a undolog_interceptors::ChainExecutionResult>,
+    /// The tool's input schema, when known here: whether its arguments travel as headers too.
+    schema: Option<&'a rmcp::model::JsonObject>,
 }
 
 /// How a read-only call without a record ended, for its one record.

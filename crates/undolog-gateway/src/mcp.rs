@@ -9,13 +9,13 @@ use std::sync::Arc;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
-        CompleteResult, CustomRequest, CustomResult, DiscoverResult, GetPromptRequestParams,
-        GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject,
-        ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-        SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
+        CompleteRequestParams, CompleteResult, CustomRequest, CustomResult, DiscoverResult,
+        GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, Reference,
+        RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -94,12 +94,9 @@ impl McpFront {
         }
     }
 
-    /// What one request says about its session (see [`crate::runs`]).
-    fn named<'a>(
-        &'a self,
-        context: &'a RequestContext<RoleServer>,
-        meta: Option<&'a RequestMetaObject>,
-    ) -> Named<'a> {
+    /// What one request's transport says about its session (see [`crate::runs`]); its `_meta`
+    /// is read with the call.
+    fn named<'a>(&'a self, context: &'a RequestContext<RoleServer>) -> Named<'a> {
         let parts = context.extensions.get::<http::request::Parts>();
         let header = |name: &str| {
             parts
@@ -110,7 +107,7 @@ impl McpFront {
         let long_lived = self.stdio_principal.is_some() || header("mcp-session-id").is_some();
         Named {
             header: header(SESSION_HEADER),
-            meta,
+            meta: None,
             connection: long_lived.then_some(&self.bound_run),
         }
     }
@@ -118,7 +115,7 @@ impl McpFront {
     /// The client request `context` is, as the relay addresses it.
     fn requester(&self, context: &RequestContext<RoleServer>) -> Requester {
         Requester {
-            peer: context.peer.clone(),
+            peer: Some(context.peer.clone()),
             connection: self.connection,
             request: context.id.clone(),
         }
@@ -148,14 +145,15 @@ fn era(context: &RequestContext<RoleServer>) -> Era {
 /// A 2026-07-28 client's capabilities, for its upstream request: the upstream then asks only
 /// for the input this client can give (the gateway passes `input_required` rounds through).
 fn client_capabilities(context: &RequestContext<RoleServer>) -> Option<RequestMetaObject> {
-    if era(context) != Era::Stateless {
-        return None;
-    }
-    // A client that declared none has none: the upstream must not see the gateway's.
-    let capabilities = context.client_capabilities().unwrap_or_default();
+    (era(context) == Era::Stateless).then(|| upstream_meta(context.client_capabilities()))
+}
+
+/// The per-request metadata of a 2026-07-28 client's upstream request: its capabilities. A
+/// client that declared none has none: the upstream must not see the gateway's.
+pub(crate) fn upstream_meta(capabilities: Option<ClientCapabilities>) -> RequestMetaObject {
     let mut meta = RequestMetaObject::default();
-    meta.set_client_capabilities(capabilities);
-    Some(meta)
+    meta.set_client_capabilities(capabilities.unwrap_or_default());
+    meta
 }
 
 /// The client's request `_meta` as passed upstream: its progress token, trace context and the
@@ -173,6 +171,54 @@ fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
         return None;
     }
     serde_json::from_value(Value::Object(map)).ok()
+}
+
+/// One `tools/call` as an MCP client sent it, answered as MCP answers it: the MCP server's
+/// handler and the stateless path ([`crate::http::stateless`]) share it. `named` says what the
+/// request names of its session but its `_meta`, which is the request's own (else
+/// `context_meta`, where the transport put it).
+pub(crate) async fn answer_tool_call(
+    gateway: &Arc<Gateway>,
+    principal: Principal,
+    request: CallToolRequestParams,
+    context_meta: &RequestMetaObject,
+    named: Named<'_>,
+    caller: &Caller,
+) -> Result<CallToolResponse, ErrorData> {
+    // The credentials go with every engine request the call makes (one in another process).
+    presenting(principal.presented.clone(), async {
+        let meta = request.meta.as_ref().unwrap_or(context_meta);
+        let named = Named {
+            meta: Some(meta),
+            ..named
+        };
+        let session = CallSession::of(&principal, named)?;
+        let (idempotency_key, step) = runs::fresh_run_of(Some(meta))?;
+        let wait = runs::wait_of(Some(meta))?;
+        let args = Args::try_from(Value::Object(request.arguments.unwrap_or_default()))
+            .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
+        let call = ToolCall {
+            caller: principal.actor(),
+            org: principal.org,
+            session,
+            tool: request.name.to_string(),
+            args,
+            idempotency_key,
+            step,
+            meta: forwarded_meta(meta),
+            round: InputRound::of(request.input_responses, request.request_state),
+            wait,
+        };
+        let outcome = gateway
+            .call_tool(call, caller)
+            .await
+            .map_err(|e| e.to_jsonrpc())?;
+        if let Outcome::Refused { error, .. } = outcome {
+            return Err(error);
+        }
+        Ok(results::to_mcp_response(&outcome))
+    })
+    .await
 }
 
 impl ServerHandler for McpFront {
@@ -277,36 +323,17 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.principal(&context)?;
-        // The credentials go with every engine request the call makes (one in another process).
-        presenting(principal.presented.clone(), async {
-            let meta = request.meta.as_ref().unwrap_or(&context.meta);
-            let session = CallSession::of(&principal, self.named(&context, Some(meta)))?;
-            let (idempotency_key, step) = runs::fresh_run_of(Some(meta))?;
-            let wait = runs::wait_of(Some(meta))?;
-            let args = Args::try_from(Value::Object(request.arguments.clone().unwrap_or_default()))
-                .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
-            let call = ToolCall {
-                caller: principal.actor(),
-                org: principal.org,
-                session,
-                tool: request.name.to_string(),
-                args,
-                idempotency_key,
-                step,
-                meta: forwarded_meta(meta),
-                round: InputRound::of(request.input_responses, request.request_state),
-                wait,
-            };
-            let outcome = self
-                .gateway
-                .call_tool(call, &self.caller(&context))
-                .await
-                .map_err(|e| e.to_jsonrpc())?;
-            if let Outcome::Refused { error, .. } = outcome {
-                return Err(error);
-            }
-            Ok(results::to_mcp_response(&outcome))
-        })
+        let named = self.named(&context);
+        let caller = self.caller(&context);
+        let context_meta = &context.meta;
+        answer_tool_call(
+            &self.gateway,
+            principal,
+            request,
+            context_meta,
+            named,
+            &caller,
+        )
         .await
     }
 

@@ -20,6 +20,7 @@ mod parse_guard;
 mod rest;
 pub(crate) mod sdk;
 pub(crate) mod server;
+pub(crate) mod stateless;
 pub(crate) mod undo_steps;
 
 use std::{net::SocketAddr, sync::Arc};
@@ -64,6 +65,10 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
     );
     let mcp = Router::new()
         .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(
+            gateway.clone(),
+            stateless::answer_directly,
+        ))
         .route_layer(middleware::from_fn_with_state(
             sessions,
             mcp_sessions::bind_to_principal,

@@ -13,7 +13,8 @@ use http::{HeaderName, HeaderValue};
 use rmcp::{
     ErrorData, Peer, RoleClient, ServiceError, ServiceExt,
     model::{
-        CancelledNotificationParam, ClientRequest, ProtocolVersion, RequestMetaObject, ServerResult,
+        CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
+        JsonObject, ProtocolVersion, RequestMetaObject, ServerResult,
     },
     service::PeerRequestOptions,
     service::{ClientLifecycleMode, ClientServiceExt, RunningService},
@@ -25,6 +26,7 @@ use rmcp::{
 use tokio::sync::Mutex;
 
 use super::{
+    direct::{Direct, Posted},
     relay::{Relay, Ticket, UpstreamClient},
     stream_origin::MarkingClient,
 };
@@ -110,6 +112,9 @@ pub(crate) struct Connection {
     running: Mutex<Option<Running>>,
     /// The 2026-07-28 connection of a Streamable HTTP upstream (others use `running` for both).
     stateless: Mutex<Option<Running>>,
+    /// A Streamable HTTP upstream's calls posted without the MCP client, once the stateless
+    /// connection has negotiated a stateless revision.
+    direct: Option<Direct>,
 }
 
 impl Connection {
@@ -118,6 +123,15 @@ impl Connection {
         timeout: Duration,
         listeners: Arc<super::listeners::Listeners>,
     ) -> Connection {
+        let direct = match &config.transport {
+            UpstreamTransport::Http { url, headers } => {
+                let headers: Vec<(String, String)> = (headers.iter())
+                    .map(|(name, value)| (name.clone(), value.0.clone()))
+                    .collect();
+                Direct::new(url, &headers)
+            }
+            _ => None,
+        };
         Connection {
             config,
             relay: Arc::new(Relay::new(listeners)),
@@ -125,6 +139,7 @@ impl Connection {
             demo: DemoBank::default(),
             running: Mutex::new(None),
             stateless: Mutex::new(None),
+            direct,
         }
     }
 
@@ -288,6 +303,41 @@ impl Connection {
             "{url} answered, but not as an MCP server: {}",
             plain.split_whitespace().collect::<Vec<_>>().join(" ")
         )
+    }
+
+    /// Calls a tool whose input schema is `schema` (when known) for a client (`ticket`), as
+    /// [`Connection::send`] does; a stateless call that wants nothing but its answer is posted
+    /// directly ([`Direct`]).
+    pub(crate) async fn call_tool(
+        &self,
+        era: Era,
+        cancel: &tokio_util::sync::CancellationToken,
+        ticket: Option<&Ticket>,
+        params: CallToolRequestParams,
+        client_meta: Option<RequestMetaObject>,
+        schema: Option<&JsonObject>,
+    ) -> Result<ServerResult, UpstreamError> {
+        let wants_only_the_answer = ticket.is_none_or(|t| !t.takes_messages());
+        if let (Era::Stateless, true, Some(direct), Some(client_meta)) =
+            (era, wants_only_the_answer, &self.direct, &client_meta)
+            && Direct::takes(&params, schema)
+        {
+            let peer = self.peer(era).await?;
+            let version = (peer.peer_info()).map(|info| info.protocol_version.clone());
+            if let Some(version) = version.filter(|v| Era::of(Some(v)) == Era::Stateless) {
+                let posted = Posted {
+                    upstream: self.name(),
+                    version: &version,
+                    params: &params,
+                    client_meta,
+                    timeout: self.timeout,
+                    cancel,
+                };
+                return direct.call(posted).await;
+            }
+        }
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        self.send(era, cancel, ticket, request, client_meta).await
     }
 
     /// Sends one request whose progress the client follows (`ticket`), bounded by the timeout and

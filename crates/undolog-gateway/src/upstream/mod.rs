@@ -10,6 +10,7 @@
 
 mod cache_hint;
 mod connection;
+mod direct;
 mod listeners;
 mod relay;
 mod resource_subscriptions;

@@ -35,7 +35,7 @@ use rmcp::{
     model::{
         ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
         CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
-        ElicitResult, GetExtensions, Implementation, ListRootsRequest, ListRootsResult,
+        ElicitResult, GetExtensions, ListRootsRequest, ListRootsResult,
         LoggingMessageNotificationParam, NotificationMetaObject, ProgressNotificationParam,
         ProgressToken, RequestId, RequestMetaObject, ResourceUpdatedNotificationParam,
         ServerRequest,
@@ -54,7 +54,10 @@ use super::{
 /// request's JSON-RPC id there.
 #[derive(Debug, Clone)]
 pub(crate) struct Requester {
-    pub(crate) peer: Peer<RoleServer>,
+    /// Where messages for the request go; `None` for a request that takes none while it runs
+    /// (a stateless request that asked for neither progress nor log messages, answered with its
+    /// result alone): what an upstream sends for it is dropped, never given to another client.
+    pub(crate) peer: Option<Peer<RoleServer>>,
     /// Tells client connections apart (the peers of one connection cannot be compared).
     pub(crate) connection: u64,
     pub(crate) request: RequestId,
@@ -125,6 +128,15 @@ impl Drop for Ticket {
 }
 
 impl Ticket {
+    /// Whether the client request takes messages while it runs (progress, log messages,
+    /// requests): else nothing of what the upstream sends meanwhile reaches anyone.
+    pub(crate) fn takes_messages(&self) -> bool {
+        let in_flight = self.relay.lock();
+        in_flight
+            .get(&self.id)
+            .is_some_and(|f| f.requester.peer.is_some())
+    }
+
     /// Ties the upstream request (its id and progress token) to this client request.
     pub(crate) fn bind(&self, upstream_request: RequestId, upstream_token: ProgressToken) {
         if let Some(f) = self.relay.lock().get_mut(&self.id) {
@@ -264,8 +276,12 @@ impl Relay {
                 else {
                     return false;
                 };
-                let sent = requester.peer.notify_logging_message(params);
-                delivered("log message", sent).await;
+                match &requester.peer {
+                    Some(peer) => {
+                        delivered("log message", peer.notify_logging_message(params)).await
+                    }
+                    None => tracing::debug!("a log message for a request that takes none; dropped"),
+                }
                 true
             }
             _ => false,
@@ -308,7 +324,7 @@ impl Relay {
         let in_flight = self.lock();
         in_flight.values().find_map(|f| {
             (f.upstream_token.as_ref() == Some(token))
-                .then(|| f.progress.clone().map(|p| (f.requester.peer.clone(), p)))
+                .then(|| Some((f.requester.peer.clone()?, f.progress.clone()?)))
                 .flatten()
         })
     }
@@ -327,7 +343,13 @@ async fn ask(requester: &Requester, mut request: ServerRequest) -> Result<Client
     request
         .extensions_mut()
         .insert(OriginatingRequestId(requester.request.clone()));
-    let peer = requester.peer.clone();
+    let peer = requester.peer.clone().ok_or_else(|| {
+        ErrorData::internal_error(
+            "the client's request takes no requests while it runs (it was sent statelessly, \
+             answered with its result alone)",
+            None,
+        )
+    })?;
     // From a task of its own: inside this handler rmcp would mark the request with the
     // upstream's request id instead, and the client's stream would not be found.
     tokio::spawn(async move { peer.send_request(request).await })
@@ -393,7 +415,7 @@ impl ClientHandler for UpstreamClient {
                 .enable_sampling()
                 .enable_elicitation()
                 .build(),
-            Implementation::new("undolog-gateway", env!("CARGO_PKG_VERSION")),
+            super::direct::gateway_info(),
         )
     }
 
@@ -516,10 +538,15 @@ impl ClientHandler for UpstreamClient {
             .and_then(|meta| meta.remove(RELATED_REQUEST))
             .and_then(|id| serde_json::from_value::<RequestId>(id).ok());
         match self.relay.requester_of(related.as_ref()) {
-            Some(requester) => {
-                if let Err(e) = requester.peer.notify_logging_message(params).await {
+            Some(Requester {
+                peer: Some(peer), ..
+            }) => {
+                if let Err(e) = peer.notify_logging_message(params).await {
                     tracing::debug!(upstream = %self.upstream, error = %e, "log message not relayed");
                 }
+            }
+            Some(_) => {
+                tracing::debug!(upstream = %self.upstream, "a log message for a request that takes none; dropped")
             }
             // Its text may hold anything of another client's call: not even the log gets it.
             None => tracing::info!(

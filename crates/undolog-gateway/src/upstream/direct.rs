@@ -1,0 +1,267 @@
+//! A 2026-07-28 `tools/call` posted straight to a Streamable HTTP upstream.
+//!
+//! In the stateless revision a request is one self-contained POST, answered on its own response
+//! (JSON, or an event stream that ends with the answer). When nothing of what the upstream may
+//! send meanwhile is wanted — the client asked for no progress and no log messages, so the relay
+//! would drop it all — the call needs none of the MCP client's machinery (its worker task,
+//! channels and the typed round trips through them): it is posted from the caller's own task
+//! with the connection's negotiated version, the gateway's client info and the client's
+//! capabilities, and its answer read off the response. Everything else goes through the MCP
+//! client as before. The connection itself (its discovery, its reconnection) stays the MCP
+//! client's: this path is taken only once the connection has negotiated a stateless revision.
+
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
+
+use futures::StreamExt as _;
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+use rmcp::model::{
+    CallToolRequestParams, Implementation, JsonObject, ProtocolVersion, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+};
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::UpstreamError;
+
+/// The most of a response this path reads: the MCP client's own limit.
+const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A Streamable HTTP upstream, as this path posts to it.
+#[derive(Debug)]
+pub(super) struct Direct {
+    http: reqwest::Client,
+    url: reqwest::Url,
+    /// The configured headers (credentials and the like), sent with every request.
+    headers: HeaderMap,
+    next_id: AtomicU64,
+}
+
+/// What one call needs of the caller: who it is, how long it may take, and whether it wants
+/// anything but the answer.
+pub(super) struct Posted<'a> {
+    pub(super) upstream: &'a str,
+    pub(super) version: &'a ProtocolVersion,
+    pub(super) params: &'a CallToolRequestParams,
+    /// The client's per-request metadata (its capabilities), which speaks for it upstream.
+    pub(super) client_meta: &'a RequestMetaObject,
+    pub(super) timeout: Duration,
+    pub(super) cancel: &'a CancellationToken,
+}
+
+impl Direct {
+    /// `None` when the configured URL or headers do not make a request (the MCP client then
+    /// reports what is wrong with them).
+    pub(super) fn new(url: &str, configured: &[(String, String)]) -> Option<Direct> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in configured {
+            let name = HeaderName::try_from(name.as_str()).ok()?;
+            headers.insert(name, HeaderValue::try_from(value.as_str()).ok()?);
+        }
+        Some(Direct {
+            http: reqwest::Client::new(),
+            url: reqwest::Url::parse(url).ok()?,
+            headers,
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// Whether a call of a tool with this input schema (`None`: not known) can be posted here:
+    /// one whose arguments must also travel as headers (`x-mcp-header`, SEP-2243) goes through
+    /// the MCP client, which writes them; so does a name that needs encoding to be a header
+    /// value.
+    pub(super) fn takes(params: &CallToolRequestParams, schema: Option<&JsonObject>) -> bool {
+        let plain_name =
+            !params.name.is_empty() && params.name.bytes().all(|b| (0x21..=0x7e).contains(&b));
+        plain_name && schema.is_some_and(|s| !mentions_header_params(s))
+    }
+
+    /// Posts the call and reads its answer, bounded by the timeout and the client's
+    /// cancellation (dropping the request ends it upstream: a stateless request has nothing
+    /// else to cancel).
+    pub(super) async fn call(&self, posted: Posted<'_>) -> Result<ServerResult, UpstreamError> {
+        let upstream = posted.upstream;
+        let answer = tokio::select! {
+            answer = tokio::time::timeout(posted.timeout, self.post(&posted)) => answer,
+            () = posted.cancel.cancelled() => return Err(UpstreamError::Cancelled),
+        };
+        answer.unwrap_or_else(|_| {
+            Err(UpstreamError::TimedOut {
+                upstream: upstream.to_owned(),
+                after: posted.timeout,
+            })
+        })
+    }
+
+    async fn post(&self, posted: &Posted<'_>) -> Result<ServerResult, UpstreamError> {
+        let upstream = posted.upstream;
+        let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed) as i64);
+        let body = request_body(&id, posted).map_err(|_| UpstreamError::Garbage {
+            upstream: upstream.to_owned(),
+        })?;
+        let mut request = self
+            .http
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json, text/event-stream")
+            .header("mcp-protocol-version", posted.version.as_str())
+            .header("mcp-method", "tools/call");
+        request = request.header("mcp-name", posted.params.name.as_ref());
+        let response = request.body(body).send().await.map_err(|e| {
+            // Refused before a byte was written: the upstream never saw the call.
+            if e.is_connect() {
+                UpstreamError::Unavailable {
+                    upstream: upstream.to_owned(),
+                    reason: format!("cannot connect ({e})"),
+                }
+            } else {
+                closed(upstream, &e)
+            }
+        })?;
+        let status = response.status();
+        let event_stream = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        let message = if status.is_success() && event_stream {
+            answer_in_stream(response, &id, upstream).await?
+        } else {
+            let bytes = limited_body(response, upstream).await?;
+            match serde_json::from_slice::<ServerJsonRpcMessage>(&bytes) {
+                Ok(message) => message,
+                Err(_) if !status.is_success() => {
+                    tracing::warn!(upstream, %status, "upstream answered a call with an HTTP error");
+                    return Err(UpstreamError::Closed {
+                        upstream: upstream.to_owned(),
+                    });
+                }
+                Err(_) => {
+                    return Err(UpstreamError::Garbage {
+                        upstream: upstream.to_owned(),
+                    });
+                }
+            }
+        };
+        match message {
+            ServerJsonRpcMessage::Response(response) if response.id == id => Ok(response.result),
+            ServerJsonRpcMessage::Error(error) if error.id.as_ref().is_none_or(|e| *e == id) => {
+                Err(UpstreamError::Refused {
+                    upstream: upstream.to_owned(),
+                    error: error.error,
+                })
+            }
+            _ => Err(UpstreamError::Garbage {
+                upstream: upstream.to_owned(),
+            }),
+        }
+    }
+}
+
+/// The JSON-RPC request: the call's own `_meta` (trace context and the like), then the
+/// connection's per-request keys, then the client's, which speak for it.
+fn request_body(id: &RequestId, posted: &Posted<'_>) -> serde_json::Result<Vec<u8>> {
+    #[derive(Serialize)]
+    struct Request<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        method: &'static str,
+        params: &'a CallToolRequestParams,
+    }
+    let mut params = posted.params.clone();
+    let meta = params.meta.get_or_insert_with(RequestMetaObject::default);
+    meta.set_protocol_version(posted.version.clone());
+    meta.set_client_info(gateway_info());
+    meta.extend(posted.client_meta.clone());
+    serde_json::to_vec(&Request {
+        jsonrpc: "2.0",
+        id,
+        method: "tools/call",
+        params: &params,
+    })
+}
+
+/// Who the gateway is to its upstreams, as its MCP client says it too.
+pub(super) fn gateway_info() -> Implementation {
+    Implementation::new("undolog-gateway", env!("CARGO_PKG_VERSION"))
+}
+
+/// The answer on an event stream: the first response or error to this request. What the
+/// upstream sends before it (progress, log messages) nobody asked for.
+async fn answer_in_stream(
+    response: reqwest::Response,
+    id: &RequestId,
+    upstream: &str,
+) -> Result<ServerJsonRpcMessage, UpstreamError> {
+    let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|e| closed(upstream, &e))?;
+        let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+            continue; // a priming event, or a comment
+        };
+        if data.len() > MAX_RESPONSE_BYTES {
+            return Err(UpstreamError::Garbage {
+                upstream: upstream.to_owned(),
+            });
+        }
+        let message = serde_json::from_str::<ServerJsonRpcMessage>(&data).map_err(|_| {
+            UpstreamError::Garbage {
+                upstream: upstream.to_owned(),
+            }
+        })?;
+        match &message {
+            ServerJsonRpcMessage::Response(r) if r.id == *id => return Ok(message),
+            ServerJsonRpcMessage::Error(e) if e.id.as_ref().is_none_or(|e| e == id) => {
+                return Ok(message);
+            }
+            _ => tracing::trace!(upstream, "an upstream message nobody asked for; dropped"),
+        }
+    }
+    Err(UpstreamError::Closed {
+        upstream: upstream.to_owned(),
+    })
+}
+
+/// The whole body, up to [`MAX_RESPONSE_BYTES`].
+async fn limited_body(
+    response: reqwest::Response,
+    upstream: &str,
+) -> Result<Vec<u8>, UpstreamError> {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| closed(upstream, &e))?;
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(UpstreamError::Garbage {
+                upstream: upstream.to_owned(),
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn closed(upstream: &str, e: &dyn std::fmt::Display) -> UpstreamError {
+    tracing::warn!(upstream, error = %e, "upstream request failed");
+    UpstreamError::Closed {
+        upstream: upstream.to_owned(),
+    }
+}
+
+/// Whether a schema holds an `x-mcp-header` annotation anywhere.
+fn mentions_header_params(schema: &JsonObject) -> bool {
+    fn within(value: &Value) -> bool {
+        match value {
+            Value::Object(map) => mentions_header_params(map),
+            Value::Array(items) => items.iter().any(within),
+            _ => false,
+        }
+    }
+    schema
+        .iter()
+        .any(|(key, value)| key == "x-mcp-header" || within(value))
+}
