@@ -227,18 +227,8 @@ fn protocol_version(call: &ToolCall, caller: &Caller) -> Option<String> {
         .meta
         .as_ref()
         .and_then(RequestMetaObject::protocol_version);
-    let negotiated = || {
-        let requester = caller.requester.as_ref()?;
-        Some(
-            requester
-                .peer
-                .as_ref()?
-                .peer_info()?
-                .protocol_version
-                .clone(),
-        )
-    };
-    stated.or_else(negotiated).map(|v| v.to_string())
+    let spoken = || caller.requester.as_ref()?.protocol_version.clone();
+    stated.or_else(spoken).map(|v| v.to_string())
 }
 
 impl Gateway {

@@ -116,6 +116,7 @@ impl McpFront {
     fn requester(&self, context: &RequestContext<RoleServer>) -> Requester {
         Requester {
             peer: Some(context.peer.clone()),
+            protocol_version: context.protocol_version(),
             connection: self.connection,
             request: context.id.clone(),
         }

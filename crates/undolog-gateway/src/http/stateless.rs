@@ -161,6 +161,7 @@ async fn answer(
         hold: None,
         requester: Some(Requester {
             peer: None,
+            protocol_version: meta.protocol_version(),
             connection: Requester::next_connection(),
             request: id.clone(),
         }),

@@ -37,8 +37,8 @@ use rmcp::{
         CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
         ElicitResult, GetExtensions, ListRootsRequest, ListRootsResult,
         LoggingMessageNotificationParam, NotificationMetaObject, ProgressNotificationParam,
-        ProgressToken, RequestId, RequestMetaObject, ResourceUpdatedNotificationParam,
-        ServerRequest,
+        ProgressToken, ProtocolVersion, RequestId, RequestMetaObject,
+        ResourceUpdatedNotificationParam, ServerRequest,
     },
     service::{InboundStreamOrigin, NotificationContext, OriginatingRequestId, RequestContext},
 };
@@ -58,6 +58,8 @@ pub(crate) struct Requester {
     /// (a stateless request that asked for neither progress nor log messages, answered with its
     /// result alone): what an upstream sends for it is dropped, never given to another client.
     pub(crate) peer: Option<Peer<RoleServer>>,
+    /// The protocol revision the request speaks: its own (2026-07-28), or its session's.
+    pub(crate) protocol_version: Option<ProtocolVersion>,
     /// Tells client connections apart (the peers of one connection cannot be compared).
     pub(crate) connection: u64,
     pub(crate) request: RequestId,

@@ -443,15 +443,10 @@ impl TestGateway {
             .text()
             .await
             .unwrap_or_else(|e| panic!("{method}: the answer did not end within {limit:?}: {e}"));
-        // A JSON body, or an SSE stream whose last data line is the response.
-        let json = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:").map(str::trim))
-            .rfind(|l| !l.is_empty())
-            .unwrap_or(&text);
         (
             status,
-            serde_json::from_str(json).unwrap_or_else(|_| panic!("not JSON-RPC: {text}")),
+            serde_json::from_str(last_message(&text))
+                .unwrap_or_else(|_| panic!("not JSON-RPC: {text}")),
         )
     }
 
@@ -608,6 +603,14 @@ impl Client {
 }
 
 /// The effect id and replay mark a gateway put on a tool result.
+/// The message of a JSON body, or an event stream's last one (the response).
+pub(crate) fn last_message(text: &str) -> &str {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim))
+        .rfind(|l| !l.is_empty())
+        .unwrap_or(text)
+}
+
 pub(crate) fn undolog_meta(result: &Value) -> (Option<String>, bool) {
     let meta = &result["_meta"];
     (

@@ -37,6 +37,7 @@ mod roles;
 mod runs;
 mod secrets;
 mod semantics;
+mod stateless;
 mod subscriptions;
 mod tasks;
 mod traces;
