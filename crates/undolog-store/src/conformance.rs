@@ -37,7 +37,10 @@ macro_rules! store_conformance_tests {
             api_keys_are_listed_and_revoked, compensations_of_both_kinds_round_trip,
             the_latest_run_is_the_newest_of_that_principal,
             a_dead_executors_leases_and_claims_end_when_it_is_taken_for_dead,
-            an_unsynced_transaction_keeps_all_its_writes_or_none);
+            an_unsynced_transaction_keeps_all_its_writes_or_none,
+            a_session_is_replaced_only_while_it_is_as_remembered,
+            an_effect_is_replaced_only_while_it_is_as_remembered,
+            no_earlier_effect_is_expected_of_a_new_call);
     };
     (@cases $fresh:path; $($case:ident),+) => {
         $(
@@ -866,4 +869,201 @@ pub async fn a_dead_executors_leases_and_claims_end_when_it_is_taken_for_dead(
     );
     let again = beat(&*store, "gw-a2", "host:8080", 10_000, 8_000, false).await;
     assert!(again.dead.is_empty(), "gw-b beats again: {again:?}");
+}
+
+/// A transaction for a write on a remembered row, holding another write beside it: a session of
+/// its own, named in the transaction.
+async fn beside_a_bystander(store: &dyn Store) -> (Box<dyn Tx>, SessionId) {
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let bystander = sid(&format!("bystander-{}", EffectId::generate()));
+    let mut row = session("acme", "bystander");
+    row.id = bystander.clone();
+    tx.put_session(&row).await.unwrap();
+    (tx, bystander)
+}
+
+/// Commits `tx` after its write on a remembered row: `Ok` when the write held, the error
+/// otherwise, and then nothing of the transaction is kept.
+async fn remembered_write(
+    store: &dyn Store,
+    (tx, bystander): (Box<dyn Tx>, SessionId),
+    written: Result<()>,
+) -> Result<()> {
+    let result = match written {
+        Ok(()) => tx.commit().await,
+        Err(e) => {
+            drop(tx);
+            Err(e)
+        }
+    };
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let kept = tx.session(&bystander).await.unwrap().is_some();
+    assert_eq!(kept, result.is_ok(), "all or nothing: {result:?}");
+    result
+}
+
+pub async fn a_session_is_replaced_only_while_it_is_as_remembered(store: Arc<dyn Store>) {
+    let stored = session("acme", "s1");
+    seed(&*store, "acme", "s1", &[]).await;
+    let mut next = stored.clone();
+    next.next_seq = 1;
+    next.updated_at = Timestamp(2_000);
+
+    // Each row differs from the stored one in one column a transaction may change.
+    let claim = Lease {
+        holder: "gateway-1/undo-1".into(),
+        expires_at: Timestamp(9_000),
+    };
+    let stale: Vec<(&str, Box<dyn Fn(&mut Session)>)> = vec![
+        ("state", Box::new(|s| s.state = SessionState::Completed)),
+        ("next_seq", Box::new(|s| s.next_seq = 7)),
+        (
+            "failed_effect",
+            Box::new(|s| s.failed_effect = Some(EffectId::generate())),
+        ),
+        (
+            "undo_claim",
+            Box::new(move |s| s.undo_claim = Some(claim.clone())),
+        ),
+        ("updated_at", Box::new(|s| s.updated_at = Timestamp(1_001))),
+    ];
+    for (column, change) in &stale {
+        let mut remembered = stored.clone();
+        change(&mut remembered);
+        let mut tx = beside_a_bystander(&*store).await;
+        let written = tx.0.replace_session(&remembered, &next).await;
+        let result = remembered_write(&*store, tx, written).await;
+        assert!(
+            matches!(
+                result,
+                Err(Error::Changed {
+                    what: "session",
+                    ..
+                })
+            ),
+            "remembered with another {column}: {result:?}"
+        );
+    }
+
+    let mut tx = beside_a_bystander(&*store).await;
+    let written = tx.0.replace_session(&stored, &next).await;
+    remembered_write(&*store, tx, written).await.unwrap();
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(tx.session(&sid("s1")).await.unwrap(), Some(next.clone()));
+    drop(tx);
+
+    // Another org's transaction does not see the session, so cannot replace it.
+    let mut tx = store.begin(&org("globex")).await.unwrap();
+    let mut theirs = next.clone();
+    theirs.next_seq = 99;
+    let written = tx.replace_session(&next, &theirs).await;
+    let err = write_error(tx, written).await;
+    assert!(matches!(err, Error::Changed { .. }), "{err:?}");
+}
+
+pub async fn an_effect_is_replaced_only_while_it_is_as_remembered(store: Arc<dyn Store>) {
+    let stored = effect("acme", "s1", 0);
+    seed(&*store, "acme", "s1", &[&stored]).await;
+    let mut done = stored.clone();
+    done.state = EffectState::Committed;
+    done.result = Some(json!({"id": "tx-1"}));
+    done.verdicts = Some(json!({"response": {"status": "success"}}));
+    done.lease = None;
+    done.updated_at = Timestamp(3_000);
+    done.completed_at = Some(Timestamp(3_000));
+
+    let stale: Vec<(&str, Box<dyn Fn(&mut Effect)>)> = vec![
+        (
+            "state",
+            Box::new(|e| e.state = EffectState::AwaitingApproval),
+        ),
+        (
+            "lease holder",
+            Box::new(|e| e.lease.as_mut().unwrap().holder = "gateway-2".into()),
+        ),
+        (
+            "lease end",
+            Box::new(|e| e.lease.as_mut().unwrap().expires_at = Timestamp(4_000)),
+        ),
+        ("lease", Box::new(|e| e.lease = None)),
+        ("error", Box::new(|e| e.error = Some("in doubt".into()))),
+        (
+            "approval",
+            Box::new(|e| e.approval = Some(ApprovalId::generate())),
+        ),
+        ("updated_at", Box::new(|e| e.updated_at = Timestamp(2_500))),
+        (
+            "completed_at",
+            Box::new(|e| e.completed_at = Some(Timestamp(2_500))),
+        ),
+        (
+            "resolved_by",
+            Box::new(|e| e.resolved_by = Some("api-key:ops".into())),
+        ),
+    ];
+    for (column, change) in &stale {
+        let mut remembered = stored.clone();
+        change(&mut remembered);
+        let mut tx = beside_a_bystander(&*store).await;
+        let written = tx.0.replace_effect(&remembered, &done).await;
+        let result = remembered_write(&*store, tx, written).await;
+        assert!(
+            matches!(result, Err(Error::Changed { what: "effect", .. })),
+            "remembered with another {column}: {result:?}"
+        );
+    }
+
+    let mut tx = beside_a_bystander(&*store).await;
+    let written = tx.0.replace_effect(&stored, &done).await;
+    remembered_write(&*store, tx, written).await.unwrap();
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(tx.effect(stored.id).await.unwrap(), Some(done.clone()));
+    drop(tx);
+
+    let mut tx = store.begin(&org("globex")).await.unwrap();
+    let written = tx.replace_effect(&done, &stored).await;
+    let err = write_error(tx, written).await;
+    assert!(matches!(err, Error::Changed { .. }), "{err:?}");
+}
+
+pub async fn no_earlier_effect_is_expected_of_a_new_call(store: Arc<dyn Store>) {
+    let mut keyed = effect("acme", "s1", 0);
+    keyed.idempotency_key = Some("key-1".into());
+    let other = effect("acme", "s1", 1);
+    seed(&*store, "acme", "s1", &[&keyed]).await;
+    let theirs = effect("globex", "s1", 0);
+    seed(&*store, "globex", "s1", &[&theirs]).await;
+
+    let cases: Vec<(&str, EffectLookup<'_>, bool)> = vec![
+        ("nothing to look for", EffectLookup::Nothing, true),
+        (
+            "its signature",
+            EffectLookup::LatestBySignature(&keyed.signature),
+            false,
+        ),
+        ("its key", EffectLookup::LatestByKey("key-1"), false),
+        (
+            "another signature",
+            EffectLookup::LatestBySignature(&other.signature),
+            true,
+        ),
+        ("another key", EffectLookup::LatestByKey("key-2"), true),
+        (
+            "another org's signature",
+            EffectLookup::LatestBySignature(&theirs.signature),
+            true,
+        ),
+    ];
+    for (case, lookup, new) in cases {
+        let mut tx = beside_a_bystander(&*store).await;
+        let written = tx.0.expect_no_effect(lookup).await;
+        let result = remembered_write(&*store, tx, written).await;
+        match new {
+            true => assert!(result.is_ok(), "{case}: {result:?}"),
+            false => assert!(
+                matches!(result, Err(Error::Changed { what: "call", .. })),
+                "{case}: {result:?}"
+            ),
+        }
+    }
 }

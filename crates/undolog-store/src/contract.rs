@@ -158,6 +158,50 @@ pub trait Tx: Send {
     async fn insert_effect(&mut self, effect: &Effect) -> Result<()>;
     /// Fails with [`crate::Error::NotFound`] when there is no such effect.
     async fn update_effect(&mut self, effect: &Effect) -> Result<()>;
+    /// Writes `after` over the session, provided the stored one is still `before` (as the caller
+    /// last saw it, without reading it in this transaction); otherwise fails with
+    /// [`crate::Error::Changed`] and the transaction is over. For writes decided on a remembered
+    /// row: the store checks, where it writes, what the caller did not read.
+    async fn replace_session(&mut self, before: &Session, after: &Session) -> Result<()> {
+        match self.session(&before.id).await? {
+            Some(stored) if stored == *before => self.put_session(after).await,
+            _ => Err(crate::Error::Changed {
+                what: "session",
+                id: before.id.to_string(),
+            }),
+        }
+    }
+    /// As [`Tx::replace_session`], for an effect: `after` is written over it, provided it is still
+    /// `before`.
+    async fn replace_effect(&mut self, before: &Effect, after: &Effect) -> Result<()> {
+        match self.effect(before.id).await? {
+            Some(stored) if stored == *before => self.update_effect(after).await,
+            _ => Err(crate::Error::Changed {
+                what: "effect",
+                id: before.id.to_string(),
+            }),
+        }
+    }
+    /// Fails with [`crate::Error::Changed`] (and the transaction is over) when an effect matches
+    /// `lookup`: the condition of an intercept decided without reading, on the assumption that
+    /// the call is new. Nothing for [`EffectLookup::Nothing`].
+    async fn expect_no_effect(&mut self, lookup: EffectLookup<'_>) -> Result<()> {
+        let (found, value) = match lookup {
+            EffectLookup::Nothing => return Ok(()),
+            EffectLookup::LatestBySignature(signature) => (
+                self.latest_effect_by_signature(signature).await?,
+                signature.as_str(),
+            ),
+            EffectLookup::LatestByKey(key) => (self.latest_effect_by_key(key).await?, key),
+        };
+        match found {
+            None => Ok(()),
+            Some(_) => Err(crate::Error::Changed {
+                what: "call",
+                id: value.to_owned(),
+            }),
+        }
+    }
     /// A session's effects in order of interception.
     async fn session_effects(&mut self, session: &SessionId) -> Result<Vec<Effect>>;
     /// Pending effects whose lease ended at or before `now`: their executor is gone (or gave

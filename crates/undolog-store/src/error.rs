@@ -5,6 +5,10 @@ pub enum Error {
     NotFound { what: &'static str, id: String },
     #[error("{0} already exists")]
     AlreadyExists(String),
+    /// A write made on a row as the caller last saw it found the row changed since (see
+    /// [`crate::Tx::replace_session`]): nothing of the transaction is kept.
+    #[error("{what} {id} changed since it was read; read it again and decide anew")]
+    Changed { what: &'static str, id: String },
     #[error("cannot open the store at {url}: {reason}")]
     Open { url: String, reason: String },
     #[error(

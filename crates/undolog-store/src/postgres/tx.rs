@@ -26,7 +26,7 @@ use super::{
     literal::{Value, render},
 };
 use crate::{
-    Approval, Effect, EffectLookup, Error, Result, Session, Snapshot, Tx,
+    Approval, Effect, EffectLookup, Error, Lease, Result, Session, Snapshot, Tx,
     rows::{self, APPROVAL_COLUMNS, EFFECT_COLUMNS, SESSION_COLUMNS, SNAPSHOT_COLUMNS},
 };
 
@@ -55,7 +55,12 @@ enum OnError {
     Exists(String),
     /// `no_data_found` from `undolog_expect_rows`: there is no such record.
     Missing { what: &'static str, id: String },
+    /// `UL001` from a conditional write (migration 8): the row changed since it was read.
+    Changed { what: &'static str, id: String },
 }
+
+/// The SQLSTATE of a conditional write whose condition does not hold (migration 8).
+const CHANGED: &str = "UL001";
 
 impl OnError {
     fn explain(&self, error: sqlx::Error) -> Error {
@@ -66,6 +71,12 @@ impl OnError {
             OnError::Exists(what) if db.is_unique_violation() => Error::AlreadyExists(what.clone()),
             OnError::Missing { what, id } if db.code().as_deref() == Some("P0002") => {
                 Error::NotFound {
+                    what,
+                    id: id.clone(),
+                }
+            }
+            OnError::Changed { what, id } if db.code().as_deref() == Some(CHANGED) => {
+                Error::Changed {
                     what,
                     id: id.clone(),
                 }
@@ -233,6 +244,14 @@ impl PostgresTx {
         );
         Ok(())
     }
+}
+
+/// A lease's columns: its holder and when it ends.
+fn holder_and_expiry(lease: Option<&Lease>) -> (Option<&str>, Option<i64>) {
+    (
+        lease.map(|l| l.holder.as_str()),
+        lease.map(|l| l.expires_at.as_millis()),
+    )
 }
 
 /// The first of a read's rows, as a record.
@@ -465,6 +484,104 @@ impl Tx for PostgresTx {
             ],
         )?;
         self.queue_update(sql, "effect", id)
+    }
+
+    /// Queued, as one call of a function whose plan the connection keeps (migration 8).
+    async fn replace_session(&mut self, before: &Session, after: &Session) -> Result<()> {
+        let failed = |s: &Session| s.failed_effect.map(|e| e.to_string());
+        let (was_failed, new_failed) = (failed(before), failed(after));
+        let (was_holder, was_expires) = holder_and_expiry(before.undo_claim.as_ref());
+        let (new_holder, new_expires) = holder_and_expiry(after.undo_claim.as_ref());
+        let sql = self.sql(
+            "SELECT undolog_replace_session($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+             $13, $14)",
+            &[
+                before.id.as_str().into(),
+                before.state.as_str().into(),
+                before.next_seq.into(),
+                was_failed.as_deref().into(),
+                was_holder.into(),
+                was_expires.into(),
+                before.updated_at.as_millis().into(),
+                after.state.as_str().into(),
+                after.next_seq.into(),
+                new_failed.as_deref().into(),
+                new_holder.into(),
+                new_expires.into(),
+                after.updated_at.as_millis().into(),
+            ],
+        )?;
+        let id = before.id.to_string();
+        self.queue(
+            sql,
+            OnError::Changed {
+                what: "session",
+                id,
+            },
+        );
+        Ok(())
+    }
+
+    /// Queued, as [`Tx::replace_session`].
+    async fn replace_effect(&mut self, before: &Effect, after: &Effect) -> Result<()> {
+        let id = before.id.to_string();
+        let approval = |e: &Effect| e.approval.map(|a| a.to_string());
+        let (was_approval, new_approval) = (approval(before), approval(after));
+        let result = after
+            .result
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()?;
+        let verdicts = after
+            .verdicts
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()?;
+        let (was_holder, was_expires) = holder_and_expiry(before.lease.as_ref());
+        let (new_holder, new_expires) = holder_and_expiry(after.lease.as_ref());
+        let sql = self.sql(
+            "SELECT undolog_replace_effect($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+             $13, $14, $15, $16, $17, $18, $19, $20)",
+            &[
+                id.as_str().into(),
+                before.state.as_str().into(),
+                before.error.as_deref().into(),
+                was_approval.as_deref().into(),
+                was_holder.into(),
+                was_expires.into(),
+                before.updated_at.as_millis().into(),
+                before.completed_at.map(Timestamp::as_millis).into(),
+                before.resolved_by.as_deref().into(),
+                after.state.as_str().into(),
+                result.as_deref().into(),
+                after.error.as_deref().into(),
+                new_approval.as_deref().into(),
+                new_holder.into(),
+                new_expires.into(),
+                after.updated_at.as_millis().into(),
+                after.completed_at.map(Timestamp::as_millis).into(),
+                after.resolved_by.as_deref().into(),
+                verdicts.as_deref().into(),
+            ],
+        )?;
+        self.queue(sql, OnError::Changed { what: "effect", id });
+        Ok(())
+    }
+
+    /// Queued, as [`Tx::replace_session`]: the error comes with the next read or the commit.
+    async fn expect_no_effect(&mut self, lookup: EffectLookup<'_>) -> Result<()> {
+        let (by, value) = match lookup {
+            EffectLookup::Nothing => return Ok(()),
+            EffectLookup::LatestBySignature(signature) => ("signature", signature.as_str()),
+            EffectLookup::LatestByKey(key) => ("key", key),
+        };
+        let sql = self.sql(
+            "SELECT undolog_expect_no_effect($1, $2, $3)",
+            &[by.into(), value.into()],
+        )?;
+        let id = value.to_owned();
+        self.queue(sql, OnError::Changed { what: "call", id });
+        Ok(())
     }
 
     async fn session_effects(&mut self, session: &SessionId) -> Result<Vec<Effect>> {
