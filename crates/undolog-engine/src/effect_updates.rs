@@ -20,7 +20,11 @@ use tokio::sync::{mpsc, oneshot};
 use undolog_store::Effect;
 use undolog_types::{EffectId, OrgId};
 
-use crate::{Engine, Error, core::Write, engine::Inner};
+use crate::{
+    Engine, Error,
+    core::Write,
+    engine::{Expected, Inner},
+};
 
 /// What an update does to the effect it read: the writes to make, or why it cannot.
 pub(crate) type Change = Box<dyn Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync>;
@@ -87,6 +91,11 @@ impl Engine {
             }
             Err(e) => {
                 tracing::debug!(error = %e, updates = round.len(), "a batch of effect updates failed; trying each alone");
+                if let Some(memory) = &self.inner().remembered {
+                    for update in &round {
+                        memory.forget_effect(update.effect);
+                    }
+                }
                 for update in round {
                     self.run_alone(update).await;
                 }
@@ -105,32 +114,52 @@ impl Engine {
     }
 
     /// One transaction for the whole round. `Err` when the transaction failed (nothing written);
-    /// otherwise each update's own answer, in order.
+    /// otherwise each update's own answer, in order. When this engine remembers every effect of
+    /// the round (see `remembered`), they are not read: each change is decided on the effect as
+    /// remembered and written only if it is still so, and a change refused on a remembered
+    /// effect fails the round, so that each is read and decided alone.
     async fn try_round(
         &self,
         org: &OrgId,
         round: &[Update],
     ) -> Result<Vec<Result<(), Error>>, Error> {
+        let remembered: Option<Vec<Effect>> = self
+            .inner()
+            .remembered
+            .as_ref()
+            .and_then(|memory| round.iter().map(|u| memory.effect(org, u.effect)).collect());
         let mut tx = self.begin(org).await?;
-        let ids: Vec<EffectId> = round.iter().map(|u| u.effect).collect();
-        let mut found: HashMap<EffectId, Effect> = tx
-            .effects(&ids)
-            .await?
-            .into_iter()
-            .map(|e| (e.id, e))
-            .collect();
+        let read = match &remembered {
+            Some(effects) => effects.clone(),
+            None => {
+                let ids: Vec<EffectId> = round.iter().map(|u| u.effect).collect();
+                tx.effects(&ids).await?
+            }
+        };
+        let mut found: HashMap<EffectId, Effect> = read.into_iter().map(|e| (e.id, e)).collect();
         let mut writes = Vec::new();
-        let answers = round
-            .iter()
-            .map(|u| {
-                let effect = found
-                    .remove(&u.effect)
-                    .ok_or(Error::UnknownEffect(u.effect))?;
-                writes.extend((u.change)(effect)?);
-                Ok(())
-            })
-            .collect();
-        self.commit_writes(tx, &writes).await?;
+        let mut answers = Vec::with_capacity(round.len());
+        for u in round {
+            let answer = found
+                .remove(&u.effect)
+                .ok_or(Error::UnknownEffect(u.effect))
+                .and_then(|effect| (u.change)(effect));
+            match answer {
+                Ok(made) => {
+                    writes.extend(made);
+                    answers.push(Ok(()));
+                }
+                Err(e) if remembered.is_some() => return Err(e),
+                Err(e) => answers.push(Err(e)),
+            }
+        }
+        let expected = Expected {
+            session: None,
+            effects: remembered.as_deref().unwrap_or_default(),
+        };
+        let events = self.apply_expecting(&mut *tx, &writes, expected).await?;
+        tx.commit().await?;
+        self.published(events);
         Ok(answers)
     }
 }

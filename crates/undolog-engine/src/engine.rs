@@ -16,6 +16,7 @@ use crate::{
     core::{self, Decision, InterceptView, Write},
     effect_updates::{self, Update},
     known::{Known, Target, Wanted},
+    remembered::Remembered,
 };
 
 /// The effect engine. Cheap to clone; clones share the store, clock, waiters and event stream.
@@ -49,10 +50,21 @@ pub(crate) struct Inner {
     pub(crate) session_batches: Option<crate::session_batches::SessionBatches>,
     /// The implicit runs read last (see `sessions`).
     pub(crate) runs: crate::sessions::RunCache,
+    /// Rows last written or read, to write on without reading first (see `remembered`); only
+    /// on a store that takes concurrent writers, where a read is a round trip.
+    pub(crate) remembered: Option<Remembered>,
     /// Whether the store took this executor's last heartbeat (see `executor`).
     pub(crate) health: std::sync::Mutex<crate::Health>,
     /// Told how many writes each batched transaction carries (see [`Engine::observe_batches`]).
     batch_observer: BatchObserverSlot,
+}
+
+/// The rows a transaction writes over as this engine remembers them, without having read them
+/// (see `remembered`): the store writes only while they are still so.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Expected<'a> {
+    pub(crate) session: Option<&'a Session>,
+    pub(crate) effects: &'a [Effect],
 }
 
 /// What [`Engine::observe_batches`] calls with the size of each batched transaction.
@@ -98,6 +110,8 @@ impl Engine {
             batches: (runtime && store.one_writer_at_a_time())
                 .then(|| crate::group_commit::start(inner.clone())),
             session_batches: (runtime && !store.one_writer_at_a_time()).then(Default::default),
+            remembered: (runtime && !store.one_writer_at_a_time())
+                .then(|| Remembered::new(config.executor_id.clone())),
             store,
             clock,
             config,
@@ -248,7 +262,7 @@ impl Engine {
             session: &call.session,
             lookup: target.lookup.as_ref(),
         };
-        let mut known = Known::read(&mut *tx, [wanted]).await?;
+        let mut known = self.read_known(&mut *tx, &call.org, [wanted]).await?;
         let (decision, events) = self.decide_in(&mut *tx, call, target, &mut known).await?;
         if let Decision::Answer(..) = decision {
             tx.commit().await?;
@@ -509,10 +523,61 @@ impl Engine {
         id: EffectId,
         change: &(dyn Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync),
     ) -> Result<(), Error> {
+        if let Some(done) = self.update_remembered(org, id, change).await {
+            return done;
+        }
         let mut tx = self.begin(org).await?;
         let effect = tx.effect(id).await?.ok_or(Error::UnknownEffect(id))?;
         let writes = change(effect)?;
         self.commit_writes(tx, &writes).await
+    }
+
+    /// [`Engine::update_effect_now`] on the effect as this engine remembers it, written only if
+    /// it is still so (see `remembered`). `None` when it must be read first: nothing remembered,
+    /// the change refused on the remembered row (a refusal is decided on the row as read), or
+    /// the stored effect changed (then nothing was written).
+    async fn update_remembered(
+        &self,
+        org: &OrgId,
+        id: EffectId,
+        change: &(dyn Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync),
+    ) -> Option<Result<(), Error>> {
+        let memory = self.inner.remembered.as_ref()?;
+        let before = memory.effect(org, id)?;
+        let writes = change(before.clone()).ok()?;
+        let expected = Expected {
+            session: None,
+            effects: std::slice::from_ref(&before),
+        };
+        let done: Result<(), Error> = async {
+            let mut tx = self.begin(org).await?;
+            let events = self.apply_expecting(&mut *tx, &writes, expected).await?;
+            tx.commit().await?;
+            self.published(events);
+            Ok(())
+        }
+        .await;
+        match done {
+            Err(e) if e.is_changed() => {
+                memory.forget_effect(id);
+                None
+            }
+            done => Some(done),
+        }
+    }
+
+    /// [`Known::read`], and remembered.
+    pub(crate) async fn read_known(
+        &self,
+        tx: &mut dyn Tx,
+        org: &OrgId,
+        wanted: impl IntoIterator<Item = Wanted<'_>>,
+    ) -> Result<Known, Error> {
+        let known = Known::read(tx, wanted).await?;
+        if let Some(memory) = &self.inner.remembered {
+            memory.read(org, &known);
+        }
+        Ok(known)
     }
 
     /// Applies writes, commits, and tells the world.
@@ -533,10 +598,26 @@ impl Engine {
         tx: &mut dyn Tx,
         writes: &[Write],
     ) -> Result<Vec<Event>, Error> {
+        self.apply_expecting(tx, writes, Expected::default()).await
+    }
+
+    /// [`Engine::apply`], writing over the rows in `expected` only while they are as remembered.
+    pub(crate) async fn apply_expecting(
+        &self,
+        tx: &mut dyn Tx,
+        writes: &[Write],
+        expected: Expected<'_>,
+    ) -> Result<Vec<Event>, Error> {
+        if let Some(memory) = &self.inner.remembered {
+            memory.wrote(writes);
+        }
         let mut events = Vec::new();
         for write in writes {
             match write {
-                Write::PutSession(s) => tx.put_session(s).await?,
+                Write::PutSession(s) => match expected.session.filter(|b| b.id == s.id) {
+                    Some(before) => tx.replace_session(before, s).await?,
+                    None => tx.put_session(s).await?,
+                },
                 Write::InsertEffect(e) => {
                     tx.insert_effect(e).await?;
                     events.push(Event::EffectIntercepted {
@@ -571,7 +652,10 @@ impl Engine {
                     }
                 }
                 Write::UpdateEffect(e) => {
-                    tx.update_effect(e).await?;
+                    match expected.effects.iter().find(|b| b.id == e.id) {
+                        Some(before) => tx.replace_effect(before, e).await?,
+                        None => tx.update_effect(e).await?,
+                    }
                     let (org, session, effect_id) = (e.org.clone(), e.session.clone(), e.id);
                     match e.state {
                         EffectState::Committed => {

@@ -121,3 +121,11 @@ pub enum Error {
     #[error("the engine stopped before the change was recorded; retry")]
     Stopped,
 }
+
+impl Error {
+    /// The store refused a write made on a remembered row: the row changed since (see
+    /// `remembered`), and nothing was written.
+    pub(crate) fn is_changed(&self) -> bool {
+        matches!(self, Error::Store(undolog_store::Error::Changed { .. }))
+    }
+}

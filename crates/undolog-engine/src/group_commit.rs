@@ -19,14 +19,14 @@ use std::{
 
 use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc, oneshot};
-use undolog_store::Tx;
-use undolog_types::{EffectId, LockKey, OrgId, Timestamp};
+use undolog_store::{Lease, Session, Tx};
+use undolog_types::{EffectId, LockKey, OrgId, SessionState, Timestamp};
 
 use crate::{
     Call, Engine, Error, Event, Intercept, Rejection,
     core::{self, Decision, ReadOutcome, Write},
     effect_updates::Update,
-    engine::Inner,
+    engine::{Expected, Inner},
     known::{Known, Target, Wanted},
 };
 
@@ -317,6 +317,9 @@ impl Engine {
 
     /// One operation in a transaction of its own, answered when its answer may go.
     async fn run_op_alone(&self, op: &mut Op) {
+        if self.run_remembered(op).await {
+            return;
+        }
         let early = op.answers_before_commit();
         let done = async {
             let ops = std::slice::from_ref(op);
@@ -343,6 +346,116 @@ impl Engine {
                 }
                 self.answer(op, Err(e));
             }
+        }
+    }
+
+    /// Carries out an intercept or a read-only record in a session this engine remembers,
+    /// without reading first (see `remembered`): decided on the session as remembered and on the
+    /// assumption that the call is new, written only if both still hold. `true` when it is done
+    /// and answered (an error of the store included); `false` when it must run the ordinary way:
+    /// the session is not remembered or takes no calls, the call is known to have an earlier
+    /// effect, the core would not simply record it, or the store found the memory out of date
+    /// (and wrote nothing).
+    async fn run_remembered(&self, op: &mut Op) -> bool {
+        let Some(memory) = &self.inner().remembered else {
+            return false;
+        };
+        let (call, lookup) = match &*op {
+            Op::Intercept { call, target, .. } => (&**call, target.lookup.as_ref()),
+            Op::Record { record, .. } => (&record.call, None),
+            Op::Update(_) => return false,
+        };
+        let Some(session) = memory.session(&call.org, &call.session) else {
+            return false;
+        };
+        if session.state != SessionState::Active
+            || lookup.is_some_and(|lookup| memory.finds(&call.org, lookup))
+        {
+            return false;
+        }
+        let Some((answer, writes)) = self.decide_remembered(op, &session) else {
+            return false;
+        };
+        let done: Result<Vec<Event>, Error> = async {
+            let mut tx = self.begin_for(op.org(), std::slice::from_ref(op)).await?;
+            if let Op::Intercept { target, .. } = &*op {
+                tx.lock(target.lock).await?;
+            }
+            if let Some(lookup) = lookup {
+                tx.expect_no_effect(lookup.borrowed()).await?;
+            }
+            let expected = Expected {
+                session: Some(&session),
+                effects: &[],
+            };
+            let events = self.apply_expecting(&mut *tx, &writes, expected).await?;
+            tx.commit().await?;
+            Ok(events)
+        }
+        .await;
+        match done {
+            Ok(events) => {
+                self.published(events);
+                self.answer(op, Ok(answer));
+                true
+            }
+            Err(Error::Store(undolog_store::Error::Changed { what: "call", .. })) => {
+                if let Some(lookup) = lookup {
+                    memory.found(&call.org, lookup);
+                }
+                false
+            }
+            Err(e) if e.is_changed() => {
+                memory.forget_session(&call.org, &call.session);
+                false
+            }
+            Err(e) => {
+                self.answer(op, Err(e));
+                true
+            }
+        }
+    }
+
+    /// The core's decision on `op` from `session` as remembered and no earlier effect, when it
+    /// is to record the call: its answer and its writes.
+    fn decide_remembered(&self, op: &Op, session: &Session) -> Option<(Answer, Vec<Write>)> {
+        let now = self.now();
+        match op {
+            Op::Intercept { call, .. } => {
+                let config = self.config();
+                let view = core::InterceptView {
+                    session: Some(session.clone()),
+                    existing: None,
+                    approval: None,
+                    now,
+                    lease: Lease {
+                        holder: config.executor_id.clone(),
+                        expires_at: now.plus(call.lease.unwrap_or(config.lease)),
+                    },
+                    approval_expires_at: now.plus(config.approval_timeout),
+                };
+                match core::decide_intercept(call, view).ok()? {
+                    Decision::Answer(answer, writes) => {
+                        let decision = Decision::Answer(answer, writes.clone());
+                        Some((Answer::Decision(decision), writes))
+                    }
+                    Decision::Wait(_) => None,
+                }
+            }
+            Op::Record { record, .. } => {
+                let writes = core::record_read(
+                    &record.call,
+                    record.effect,
+                    record.started,
+                    Some(session.clone()),
+                    record.outcome.clone(),
+                    record.verdicts.clone(),
+                    now,
+                )
+                .ok()?;
+                Some((Answer::Recorded(None), writes))
+            }
+            Op::Update(_) => None,
         }
     }
 
@@ -390,7 +503,11 @@ impl Engine {
         for lock in locks {
             tx.lock(lock).await?;
         }
-        Known::read(tx, ops.iter().filter_map(Op::wanted)).await
+        let Some(org) = ops.first().map(Op::org) else {
+            return Ok(Known::default());
+        };
+        self.read_known(tx, org, ops.iter().filter_map(Op::wanted))
+            .await
     }
 
     async fn run_in(

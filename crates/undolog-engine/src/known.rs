@@ -22,7 +22,13 @@ pub(crate) enum Lookup {
 }
 
 impl Lookup {
-    fn borrowed(&self) -> EffectLookup<'_> {
+    /// The lookups that find `effect` when it is the newest of its kind.
+    pub(crate) fn finding(effect: &Effect) -> impl Iterator<Item = Lookup> + '_ {
+        std::iter::once(Lookup::Signature(effect.signature.clone()))
+            .chain(effect.idempotency_key.clone().map(Lookup::Key))
+    }
+
+    pub(crate) fn borrowed(&self) -> EffectLookup<'_> {
         match self {
             Lookup::Signature(signature) => EffectLookup::LatestBySignature(signature),
             Lookup::Key(key) => EffectLookup::LatestByKey(key),
@@ -123,6 +129,18 @@ impl Known {
             .clone()
     }
 
+    /// The sessions read that exist.
+    pub(crate) fn sessions_read(&self) -> impl Iterator<Item = &Session> {
+        self.sessions.values().flatten()
+    }
+
+    /// The lookups that found an earlier effect.
+    pub(crate) fn lookups_that_found(&self) -> impl Iterator<Item = &Lookup> {
+        self.effects
+            .iter()
+            .filter_map(|(lookup, found)| found.as_ref().map(|_| lookup))
+    }
+
     /// Takes in writes the transaction has just made.
     pub(crate) fn saw(&mut self, writes: &[Write]) {
         for write in writes {
@@ -134,12 +152,12 @@ impl Known {
                 // The newest effect of its signature and of its key (effects are numbered in
                 // their session, and a signature names one session).
                 Write::InsertEffect(effect) => {
-                    for lookup in lookups_of(effect) {
+                    for lookup in Lookup::finding(effect) {
                         self.effects.insert(lookup, Some(effect.clone()));
                     }
                 }
                 Write::UpdateEffect(effect) => {
-                    for lookup in lookups_of(effect) {
+                    for lookup in Lookup::finding(effect) {
                         if let Some(Some(known)) = self.effects.get_mut(&lookup)
                             && known.id == effect.id
                         {
@@ -151,10 +169,4 @@ impl Known {
             }
         }
     }
-}
-
-/// The lookups that find `effect` when it is the newest of its kind.
-fn lookups_of(effect: &Effect) -> impl Iterator<Item = Lookup> + '_ {
-    std::iter::once(Lookup::Signature(effect.signature.clone()))
-        .chain(effect.idempotency_key.clone().map(Lookup::Key))
 }

@@ -24,6 +24,7 @@ mod group_commit;
 mod hints;
 mod known;
 mod outcome;
+mod remembered;
 mod saga;
 mod session_batches;
 mod sessions;

@@ -9,6 +9,7 @@ mod in_doubt;
 mod postgres_batches;
 mod properties;
 mod rejected;
+mod remembered;
 mod replay;
 mod runs;
 mod snapshots;

@@ -1,0 +1,148 @@
+//! The engine on PostgreSQL writes what it remembers without reading it first (`remembered`): a
+//! new call in a session it knows, the outcome of a call it runs. Here the rows change behind its
+//! back, as another gateway or an operator would change them, and it must decide as if it had
+//! read them: the store refuses the write made on an old memory, and the engine reads again.
+
+use std::time::Duration;
+
+use serde_json::json;
+use undolog_engine::{Error, Intercept};
+use undolog_store::scratch::ScratchDatabase;
+use undolog_types::{EffectState, SessionState};
+
+use crate::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_of_a_session_two_gateways_share_are_numbered_without_gaps_or_repeats() {
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
+    for n in 0..8 {
+        // a, a, b, b, a, a, …: each gateway's memory of the session is out of date every other call.
+        let engine = if n / 2 % 2 == 0 { &a } else { &b };
+        run(engine, transfer("s1", n), json!({"id": n})).await;
+    }
+    let effects = a.session_effects(&org(), &session("s1")).await.unwrap();
+    let seqs: Vec<i64> = effects.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (0..8).collect::<Vec<_>>());
+    assert!(effects.iter().all(|e| e.state == EffectState::Committed));
+    let sessions = b.sessions(&org()).await.unwrap();
+    assert_eq!(sessions[0].next_seq, 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_another_gateway_used_meanwhile_is_refused_not_run() {
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
+    run(&a, transfer("s1", 1), json!({"id": 1})).await;
+    // The other gateway takes the key for a call of another session: `s1` is unchanged, so
+    // only the check for an earlier effect of the key can tell.
+    run(
+        &b,
+        transfer("s2", 2).with_idempotency_key("k"),
+        json!({"id": 2}),
+    )
+    .await;
+    let reused = a
+        .intercept(transfer("s1", 2).with_idempotency_key("k"))
+        .await;
+    assert!(matches!(reused, Err(Error::KeyReused { .. })), "{reused:?}");
+    // The same call again is a replay, from either gateway.
+    for engine in [&a, &b] {
+        let again = engine
+            .intercept(transfer("s2", 2).with_idempotency_key("k"))
+            .await
+            .unwrap();
+        assert!(matches!(again, Intercept::Replay { .. }), "{again:?}");
+    }
+    let effects = a.session_effects(&org(), &session("s1")).await.unwrap();
+    assert_eq!(effects.len(), 1, "nothing recorded for the refused call");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_another_gateway_recorded_meanwhile_is_replayed_not_run_again() {
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
+    run(&a, transfer("s1", 1), json!({"id": 1})).await;
+    run(&b, transfer("s1", 2), json!({"id": 2})).await;
+    match a.intercept(transfer("s1", 2)).await.unwrap() {
+        Intercept::Replay { result, .. } => assert_eq!(result, json!({"id": 2})),
+        other => panic!("recorded by the other gateway, so replayed: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_is_not_written_over_one_recorded_meanwhile() {
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
+    let id = must_execute(&a, transfer("s1", 1)).await;
+    b.fail(&org(), id, "recorded elsewhere first")
+        .await
+        .unwrap();
+    let late = a.commit(&org(), id, json!({"id": 1})).await;
+    assert!(
+        matches!(
+            late,
+            Err(Error::NotPending {
+                state: EffectState::Failed,
+                ..
+            })
+        ),
+        "{late:?}"
+    );
+    let effect = a.effect(&org(), id).await.unwrap();
+    assert_eq!(effect.state, EffectState::Failed);
+    assert_eq!(effect.error.as_deref(), Some("recorded elsewhere first"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_closed_meanwhile_takes_no_new_call() {
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
+    run(&a, transfer("s1", 1), json!({"id": 1})).await;
+    b.close_session(&org(), &session("s1")).await.unwrap();
+    match a.intercept(transfer("s1", 2)).await.unwrap() {
+        Intercept::Rejected { .. } => {}
+        other => panic!("the session is closed: {other:?}"),
+    }
+    let sessions = a.sessions(&org()).await.unwrap();
+    assert_eq!(sessions[0].state, SessionState::Completed);
+    assert_eq!(sessions[0].next_seq, 1);
+}
+
+/// What the memory saves, seen from the server: how often each conditional write ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_calls_in_a_known_session_and_their_outcomes_write_without_reading_first() {
+    const CALLS: i64 = 6;
+    let db = ScratchDatabase::new("undolog_test_engine");
+    db.query(&format!(
+        "ALTER DATABASE {} SET track_functions = 'pl'",
+        db.name()
+    ));
+    let engine = postgres_engine(&db).await;
+    for n in 0..CALLS {
+        run(&engine, transfer("s1", n), json!({"id": n})).await;
+    }
+    drop(engine); // its connections close, and their backends report what they counted
+    let expected = [
+        // The first call reads its session; every later one writes on the session as remembered.
+        ("undolog_expect_no_effect", CALLS - 1),
+        ("undolog_replace_session", CALLS - 1),
+        // Every outcome is written on the effect as its intercept recorded it.
+        ("undolog_replace_effect", CALLS),
+    ];
+    let mut counted = String::new();
+    for _ in 0..100 {
+        counted = db.query(
+            "SELECT funcname, calls FROM pg_stat_user_functions WHERE funcname LIKE 'undolog_%' \
+             ORDER BY funcname",
+        );
+        if expected
+            .iter()
+            .all(|(name, calls)| counted.contains(&format!("{name}|{calls}")))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("expected {expected:?}, the server counted:\n{counted}");
+}
