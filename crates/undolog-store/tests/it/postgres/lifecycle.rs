@@ -157,3 +157,61 @@ async fn an_owner_that_cannot_use_the_application_role_is_told_what_to_run() {
         PostgresStore::SCHEMA_VERSION
     );
 }
+
+/// On a new database, before any statistics, the plans a connection keeps for its life (foreign-key
+/// checks, the conditional writes' functions) must find one effect through an index on what
+/// selects it, not scan every effect of the org through an index that merely starts with `org`.
+#[tokio::test]
+async fn lookups_on_a_new_database_are_planned_on_the_columns_that_select() {
+    let db = TestDb::create().await;
+    let _store = db.open().await;
+    let mut owner = db.owner().await;
+    // A generic plan: what a plan made once and kept is, whatever the values.
+    sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut owner)
+        .await
+        .unwrap();
+    let lookups = [
+        // The check of an undo stack entry's or an approval's reference to its effect.
+        (
+            "SELECT 1 FROM ONLY effects x WHERE org = $1 AND id = $2 FOR KEY SHARE OF x",
+            "id",
+        ),
+        (
+            "SELECT * FROM effects WHERE org = $1 AND signature = $2 ORDER BY seq DESC LIMIT 1",
+            "signature",
+        ),
+        (
+            "SELECT * FROM effects WHERE org = $1 AND session = $2 ORDER BY seq",
+            "session",
+        ),
+    ];
+    for (n, (lookup, column)) in lookups.iter().enumerate() {
+        let prepare = format!("PREPARE lookup{n}(text, text) AS {lookup}");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
+            .execute(&mut owner)
+            .await
+            .unwrap();
+        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN EXECUTE lookup{n}('acme', 'x')"
+        )))
+        .fetch_all(&mut owner)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("Index Cond")
+                && plan.contains(&format!("{column} = $2"))
+                && !plan.contains("Filter: ("),
+            "{lookup}\nis planned as:\n{plan}"
+        );
+        let cond = plan.lines().find(|l| l.contains("Index Cond")).unwrap();
+        assert!(
+            cond.contains(&format!("{column} = $2")),
+            "{lookup}\nis planned as:\n{plan}"
+        );
+    }
+}
