@@ -871,6 +871,9 @@ pub async fn a_dead_executors_leases_and_claims_end_when_it_is_taken_for_dead(
     assert!(again.dead.is_empty(), "gw-b beats again: {again:?}");
 }
 
+/// How a remembered row differs from the stored one.
+type Stale<T> = Box<dyn Fn(&mut T)>;
+
 /// A transaction for a write on a remembered row, holding another write beside it: a session of
 /// its own, named in the transaction.
 async fn beside_a_bystander(store: &dyn Store) -> (Box<dyn Tx>, SessionId) {
@@ -914,7 +917,7 @@ pub async fn a_session_is_replaced_only_while_it_is_as_remembered(store: Arc<dyn
         holder: "gateway-1/undo-1".into(),
         expires_at: Timestamp(9_000),
     };
-    let stale: Vec<(&str, Box<dyn Fn(&mut Session)>)> = vec![
+    let stale: Vec<(&str, Stale<Session>)> = vec![
         ("state", Box::new(|s| s.state = SessionState::Completed)),
         ("next_seq", Box::new(|s| s.next_seq = 7)),
         (
@@ -972,7 +975,7 @@ pub async fn an_effect_is_replaced_only_while_it_is_as_remembered(store: Arc<dyn
     done.updated_at = Timestamp(3_000);
     done.completed_at = Some(Timestamp(3_000));
 
-    let stale: Vec<(&str, Box<dyn Fn(&mut Effect)>)> = vec![
+    let stale: Vec<(&str, Stale<Effect>)> = vec![
         (
             "state",
             Box::new(|e| e.state = EffectState::AwaitingApproval),

@@ -19,7 +19,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("0005_verdicts.sql")),
     (6, include_str!("0006_executors.sql")),
     (7, include_str!("0007_decided_via.sql")),
-    (8, include_str!("0008_conditional_writes.sql")),
+    (8, include_str!("0008_planned_writes.sql")),
     (9, include_str!("0009_lookup_indexes.sql")),
 ];
 

@@ -3,15 +3,18 @@
 //!
 //! Nothing is sent when the transaction begins. BEGIN, the role and org settings, advisory locks
 //! and every write wait in a queue and travel, as one simple-protocol message, ahead of the next
-//! read or with the COMMIT: an intercept is three round trips (lock and session, lookup, writes
-//! and COMMIT), a commit two. A queued statement that fails aborts the rest of its message, COMMIT
-//! included; a write that must change a row and finds none raises `no_data_found` in the server
-//! (`undolog_expect_rows`, migration 3) for the same reason. The error reaches the caller from the
-//! read or the commit that carried the write. Values are written into the text as literals
-//! (`literal`).
+//! read or with the COMMIT: an intercept that reads is two round trips (lock, session and lookup;
+//! writes and COMMIT), one written on remembered rows (`Tx::replace_session`) one, and so is a
+//! commit. A queued statement that fails aborts the rest of its message, COMMIT included; a write
+//! that must change a row and finds none raises `no_data_found` in the server
+//! (`undolog_expect_rows`, migration 3), and one whose row changed since it was remembered raises
+//! `UL001` (migration 8), for the same reason. The error reaches the caller from the read or the
+//! commit that carried the write. Values are written into the text as literals (`literal`); the
+//! writes every call makes are calls of functions (migration 8), whose plans each connection makes
+//! once.
 //!
 //! Queries still say `WHERE org = …`: row-level security would hide other orgs' rows anyway, but
-//! the condition lets the planner use the `(org, …)` indexes and keeps the SQL the same as
+//! the condition lets the planner use the `(…, org)` indexes and keeps the SQL the same as
 //! SQLite's.
 
 use async_trait::async_trait;
@@ -426,12 +429,10 @@ impl Tx for PostgresTx {
         let result = e.result.as_ref().map(serde_json::to_string).transpose()?;
         let verdicts = e.verdicts.as_ref().map(serde_json::to_string).transpose()?;
         let approval = e.approval.map(|a| a.to_string());
+        // A function (migration 8): its INSERT is planned once per connection.
         let sql = self.sql(
-            "INSERT INTO effects (org, id, session, seq, tool, args, step, signature, idempotency_key, \
-             tier, compensation, state, result, error, approval, lease_holder, lease_expires_at, \
-             created_at, updated_at, completed_at, resolved_by, verdicts) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, $21, $22)",
+            "SELECT undolog_insert_effect($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+             $14, $15, $16, $17, $18, $19, $20, $21, $22)",
             &[
                 id.as_str().into(),
                 e.session.as_str().into(),
@@ -682,7 +683,7 @@ impl Tx for PostgresTx {
         at: Timestamp,
     ) -> Result<()> {
         let sql = self.sql(
-            "INSERT INTO undo_stack (org, session, effect_id, pushed_at) VALUES ($1, $2, $3, $4)",
+            "SELECT undolog_push_undo($1, $2, $3, $4)",
             &[
                 session.as_str().into(),
                 effect.to_string().as_str().into(),

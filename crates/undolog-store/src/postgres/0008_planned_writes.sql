@@ -1,4 +1,11 @@
--- Writes on remembered rows, version 8.
+-- Writes planned once per connection, and writes on remembered rows, version 8.
+--
+-- The statements of a call's intercept and outcome are sent as text (see tx.rs), so the server
+-- parses, analyses and plans each one every time; for these that was most of their cost. The
+-- writes every call makes are functions instead: their plans are made once per connection, and
+-- calling one is a statement the server prepares in a fraction of the time. They run as the
+-- caller (`undolog_app`), so row-level security confines them to the transaction's org like any
+-- other statement.
 --
 -- A gateway that remembers a session or an effect as it last wrote it may decide the next change
 -- without reading the row again; the write then carries its condition, checked here where it is
@@ -6,10 +13,34 @@
 -- hold, the function raises SQLSTATE UL001, which aborts the transaction (and the COMMIT sent
 -- with it); the store reads it as "changed since it was read", and the gateway reads the rows and
 -- decides again.
---
--- They are functions, not statements sent as text, so that their plans are made once per
--- connection instead of at every call. They run as the caller (`undolog_app`), so row-level
--- security confines them to the transaction's org like any other statement.
+
+CREATE FUNCTION undolog_insert_effect(
+    p_org TEXT, p_id TEXT, p_session TEXT, p_seq BIGINT, p_tool TEXT, p_args TEXT, p_step BIGINT,
+    p_signature TEXT, p_idempotency_key TEXT, p_tier TEXT, p_compensation TEXT, p_state TEXT,
+    p_result TEXT, p_error TEXT, p_approval TEXT, p_lease_holder TEXT, p_lease_expires_at BIGINT,
+    p_created_at BIGINT, p_updated_at BIGINT, p_completed_at BIGINT, p_resolved_by TEXT,
+    p_verdicts TEXT) RETURNS VOID
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO effects (org, id, session, seq, tool, args, step, signature, idempotency_key,
+                         tier, compensation, state, result, error, approval, lease_holder,
+                         lease_expires_at, created_at, updated_at, completed_at, resolved_by,
+                         verdicts)
+    VALUES (p_org, p_id, p_session, p_seq, p_tool, p_args, p_step, p_signature,
+            p_idempotency_key, p_tier, p_compensation, p_state, p_result, p_error, p_approval,
+            p_lease_holder, p_lease_expires_at, p_created_at, p_updated_at, p_completed_at,
+            p_resolved_by, p_verdicts);
+END
+$$;
+
+CREATE FUNCTION undolog_push_undo(p_org TEXT, p_session TEXT, p_effect TEXT, p_at BIGINT)
+RETURNS VOID
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO undo_stack (org, session, effect_id, pushed_at)
+    VALUES (p_org, p_session, p_effect, p_at);
+END
+$$;
 
 CREATE FUNCTION undolog_expect_no_effect(p_org TEXT, p_by TEXT, p_value TEXT) RETURNS VOID
 LANGUAGE plpgsql AS $$
@@ -80,6 +111,10 @@ BEGIN
 END
 $$;
 
+GRANT EXECUTE ON FUNCTION undolog_insert_effect(TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, BIGINT,
+    TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, BIGINT, BIGINT, BIGINT, BIGINT, TEXT, TEXT)
+    TO undolog_app;
+GRANT EXECUTE ON FUNCTION undolog_push_undo(TEXT, TEXT, TEXT, BIGINT) TO undolog_app;
 GRANT EXECUTE ON FUNCTION undolog_expect_no_effect(TEXT, TEXT, TEXT) TO undolog_app;
 GRANT EXECUTE ON FUNCTION undolog_replace_session(TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, BIGINT,
     BIGINT, TEXT, BIGINT, TEXT, TEXT, BIGINT, BIGINT) TO undolog_app;
