@@ -1,6 +1,8 @@
--- One engine call (intercept + commit of a new compensable call) as the PostgreSQL store sends it:
--- four simple-protocol messages, values written in as literals. pgbench runs it with -M simple;
--- see replay_call.sh.
+-- One engine call (intercept + commit of a new compensable call) as the PostgreSQL store sent it
+-- before migration 8 (read first, then write, as statements): four simple-protocol messages,
+-- values written in as literals. (A call in a session the engine remembers is now two messages of
+-- function calls; docs/PERFORMANCE.md, "Engine on PostgreSQL beside pgbench".) pgbench runs it
+-- with -M simple; see replay_call.sh.
 \set eid random(1, 1000000000000000)
 \set n random(1, 1000000000)
 BEGIN ISOLATION LEVEL READ COMMITTED \; SELECT set_config('role', 'undolog_app', true), set_config('app.org_id', 'bench', true) \; SELECT pg_advisory_xact_lock(:eid) \; SELECT org, id, state, next_seq, failed_effect, created_at, updated_at FROM sessions WHERE org = 'bench' AND id = 's:client_id' FOR UPDATE \; SELECT * FROM effects WHERE org = 'bench' AND signature = 'sig:eid' ORDER BY seq DESC LIMIT 1;
