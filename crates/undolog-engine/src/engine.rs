@@ -287,19 +287,7 @@ impl Engine {
             Some(id) => tx.approval(id).await?,
             None => None,
         };
-        let now = self.now();
-        let config = &self.inner.config;
-        let view = InterceptView {
-            session,
-            existing,
-            approval,
-            now,
-            lease: Lease {
-                holder: config.executor_id.clone(),
-                expires_at: now.plus(call.lease.unwrap_or(config.lease)),
-            },
-            approval_expires_at: now.plus(config.approval_timeout),
-        };
+        let view = self.intercept_view(call, session, existing, approval);
         let decision = core::decide_intercept(call, view)?;
         let mut events = Vec::new();
         if let Decision::Answer(answer, writes) = &decision {
@@ -315,6 +303,30 @@ impl Engine {
             }
         }
         Ok((decision, events))
+    }
+
+    /// What the core decides `call` on, now: these rows, and the lease and approval deadline
+    /// this engine would give it.
+    pub(crate) fn intercept_view(
+        &self,
+        call: &Call,
+        session: Option<Session>,
+        existing: Option<Effect>,
+        approval: Option<undolog_store::Approval>,
+    ) -> InterceptView {
+        let now = self.now();
+        let config = &self.inner.config;
+        InterceptView {
+            session,
+            existing,
+            approval,
+            now,
+            lease: Lease {
+                holder: config.executor_id.clone(),
+                expires_at: now.plus(call.lease.unwrap_or(config.lease)),
+            },
+            approval_expires_at: now.plus(config.approval_timeout),
+        }
     }
 
     /// Records a call that was refused before it was sent (an interceptor blocked it) as a

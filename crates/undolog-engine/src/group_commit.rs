@@ -19,7 +19,7 @@ use std::{
 
 use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc, oneshot};
-use undolog_store::{Lease, Session, Tx};
+use undolog_store::{Session, Tx};
 use undolog_types::{EffectId, LockKey, OrgId, SessionState, Timestamp};
 
 use crate::{
@@ -419,21 +419,9 @@ impl Engine {
     /// The core's decision on `op` from `session` as remembered and no earlier effect, when it
     /// is to record the call: its answer and its writes.
     fn decide_remembered(&self, op: &Op, session: &Session) -> Option<(Answer, Vec<Write>)> {
-        let now = self.now();
         match op {
             Op::Intercept { call, .. } => {
-                let config = self.config();
-                let view = core::InterceptView {
-                    session: Some(session.clone()),
-                    existing: None,
-                    approval: None,
-                    now,
-                    lease: Lease {
-                        holder: config.executor_id.clone(),
-                        expires_at: now.plus(call.lease.unwrap_or(config.lease)),
-                    },
-                    approval_expires_at: now.plus(config.approval_timeout),
-                };
+                let view = self.intercept_view(call, Some(session.clone()), None, None);
                 match core::decide_intercept(call, view).ok()? {
                     Decision::Answer(answer, writes) => {
                         let decision = Decision::Answer(answer, writes.clone());
@@ -450,7 +438,7 @@ impl Engine {
                     Some(session.clone()),
                     record.outcome.clone(),
                     record.verdicts.clone(),
-                    now,
+                    self.now(),
                 )
                 .ok()?;
                 Some((Answer::Recorded(None), writes))
