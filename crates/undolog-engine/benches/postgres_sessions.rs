@@ -4,8 +4,9 @@
 //! Run: bench/pg/engine_vs_pgbench.sh (which also measures pgbench in the same run), or
 //! `cargo bench -p undolog-engine --bench postgres_sessions` with PostgreSQL at
 //! `UNDOLOG_TEST_POSTGRES_URL` (default the machine's server). Each session is a task making new
-//! calls one after another; criterion's throughput is calls per second over all sessions. The
-//! scratch database is dropped at the end.
+//! calls one after another; criterion's throughput is calls per second over all sessions. A second
+//! group has 32 such tasks share one session (a stateless client's implicit run). The scratch
+//! database is dropped at the end.
 
 use std::{sync::Arc, time::Instant};
 
@@ -43,7 +44,11 @@ fn bench(c: &mut Criterion) {
                 async move {
                     let start = Instant::now();
                     let tasks: Vec<_> = (0..sessions)
-                        .map(|_| tokio::spawn(session_calls(engine.clone(), iters)))
+                        .map(|_| {
+                            let session =
+                                SessionId::new(format!("s-{}", uuid::Uuid::now_v7())).unwrap();
+                            tokio::spawn(session_calls(engine.clone(), session, 0, iters))
+                        })
                         .collect();
                     for task in tasks {
                         task.await.unwrap();
@@ -54,19 +59,45 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    // 32 tasks in one session, as a stateless client's calls all fall into its implicit run:
+    // they take turns on the session's row, in per-session batches.
+    let mut group = c.benchmark_group("postgres_intercept_commit_one_session");
+    group.sample_size(20);
+    let tasks = 32;
+    group.throughput(Throughput::Elements(tasks));
+    group.bench_function(BenchmarkId::from_parameter(tasks), |b| {
+        b.to_async(&runtime).iter_custom(|iters| {
+            let engine = engine.clone();
+            async move {
+                let session = SessionId::new(format!("s-{}", uuid::Uuid::now_v7())).unwrap();
+                let start = Instant::now();
+                let calls: Vec<_> = (0..tasks)
+                    .map(|task| {
+                        let (engine, session) = (engine.clone(), session.clone());
+                        tokio::spawn(session_calls(engine, session, task * iters, iters))
+                    })
+                    .collect();
+                for call in calls {
+                    call.await.unwrap();
+                }
+                start.elapsed()
+            }
+        });
+    });
+    group.finish();
     drop(engine);
     drop(database);
 }
 
-/// `calls` new compensable calls, one after another, in a session of its own.
-async fn session_calls(engine: Engine, calls: u64) {
+/// `calls` new compensable calls in `session`, one after another, numbered from `first`.
+async fn session_calls(engine: Engine, session: SessionId, first: u64, calls: u64) {
     let org = OrgId::new("bench").unwrap();
-    let session = SessionId::new(format!("s-{}", uuid::Uuid::now_v7())).unwrap();
     let policy = ToolPolicy::new(Tier::Compensable).with_compensation(Compensation::Upstream {
         tool: "refund".into(),
         args: json!({"id": "{{result.id}}"}),
     });
-    for n in 0..calls {
+    for n in first..first + calls {
         let args = Args::try_from(json!({"from": "alice", "to": "bob", "amount": n})).unwrap();
         let call = Call::new(
             org.clone(),

@@ -291,7 +291,7 @@ impl Engine {
         let decision = core::decide_intercept(call, view)?;
         let mut events = Vec::new();
         if let Decision::Answer(answer, writes) = &decision {
-            events = self.apply(tx, writes).await?;
+            events = self.apply_expecting(tx, writes, known.expected()).await?;
             known.saw(writes);
             if let Intercept::Replay { effect_id, .. } = answer {
                 events.push(Event::EffectReplayed {

@@ -27,7 +27,7 @@ use crate::{
     core::{self, Decision, ReadOutcome, Write},
     effect_updates::Update,
     engine::{Expected, Inner},
-    known::{Known, Target, Wanted},
+    known::{Known, Lookup, Target, Wanted},
 };
 
 /// A read-only call that ran, to record as one finished effect.
@@ -270,6 +270,9 @@ impl Engine {
                     Ok(()) => continue,
                     Err(e) => {
                         tracing::debug!(error = %e, ops = ops.len(), "a batch failed; each operation alone");
+                        if e.is_changed() {
+                            self.forget_sessions_of(&ops);
+                        }
                     }
                 }
             }
@@ -416,6 +419,17 @@ impl Engine {
         }
     }
 
+    /// Forgets the sessions `ops` were decided on: the store found one changed.
+    fn forget_sessions_of(&self, ops: &[Op]) {
+        if let Some(memory) = &self.inner().remembered {
+            for op in ops {
+                if let Some(wanted) = op.wanted() {
+                    memory.forget_session(op.org(), wanted.session);
+                }
+            }
+        }
+    }
+
     /// The core's decision on `op` from `session` as remembered and no earlier effect, when it
     /// is to record the call: its answer and its writes.
     fn decide_remembered(&self, op: &Op, session: &Session) -> Option<(Answer, Vec<Write>)> {
@@ -494,8 +508,42 @@ impl Engine {
         let Some(org) = ops.first().map(Op::org) else {
             return Ok(Known::default());
         };
+        if let Some(session) = self.remembered_session_of(ops) {
+            // Nothing read: each call is taken for new, and the store checks that it is.
+            let lookups: Vec<&Lookup> = ops
+                .iter()
+                .filter_map(Op::wanted)
+                .filter_map(|w| w.lookup)
+                .collect();
+            for lookup in &lookups {
+                tx.expect_no_effect(lookup.borrowed()).await?;
+            }
+            return Ok(Known::assumed(session, lookups));
+        }
         self.read_known(tx, org, ops.iter().filter_map(Op::wanted))
             .await
+    }
+
+    /// The session every one of `ops` records a call in, as this engine remembers it, when the
+    /// batch may be decided on it without reading (see `remembered`): one session, remembered
+    /// and taking calls, and no call known to have an earlier effect.
+    fn remembered_session_of(&self, ops: &[Op]) -> Option<Session> {
+        let memory = self.inner().remembered.as_ref()?;
+        let first = ops.first()?.wanted()?;
+        let org = ops.first()?.org();
+        for op in ops {
+            let wanted = op.wanted()?;
+            if wanted.session != first.session
+                || wanted
+                    .lookup
+                    .is_some_and(|lookup| memory.finds(org, lookup))
+            {
+                return None;
+            }
+        }
+        memory
+            .session(org, first.session)
+            .filter(|s| s.state == SessionState::Active)
     }
 
     async fn run_in(
@@ -547,7 +595,7 @@ impl Engine {
         );
         match writes {
             Ok(writes) => {
-                let events = self.apply(tx, &writes).await?;
+                let events = self.apply_expecting(tx, &writes, known.expected()).await?;
                 known.saw(&writes);
                 Ok((None, events))
             }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use undolog_store::{Effect, EffectLookup, Session, Tx};
 use undolog_types::{LockKey, SessionId, Signature};
 
-use crate::{Call, Error, core::Write};
+use crate::{Call, Error, core::Write, engine::Expected};
 
 /// An effect lookup, owned.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -79,6 +79,9 @@ pub(crate) struct Known {
     sessions: HashMap<SessionId, Option<Session>>,
     /// `None`: no effect matches.
     effects: HashMap<Lookup, Option<Effect>>,
+    /// A session taken as remembered instead of read, until this transaction first writes it:
+    /// that write is made only if the stored session is still this one (see `remembered`).
+    unconfirmed: Option<Session>,
 }
 
 impl Known {
@@ -111,6 +114,27 @@ impl Known {
             known.effects.extend(lookups.into_iter().zip(effects));
         }
         Ok(known)
+    }
+
+    /// What a transaction knows without reading: `session` as remembered, and no earlier effect
+    /// for any of `lookups` (the store checks both where it writes).
+    pub(crate) fn assumed<'a>(
+        session: Session,
+        lookups: impl IntoIterator<Item = &'a Lookup>,
+    ) -> Known {
+        Known {
+            sessions: HashMap::from([(session.id.clone(), Some(session.clone()))]),
+            effects: lookups.into_iter().map(|l| (l.clone(), None)).collect(),
+            unconfirmed: Some(session),
+        }
+    }
+
+    /// The rows the next writes must find as remembered.
+    pub(crate) fn expected(&self) -> Expected<'_> {
+        Expected {
+            session: self.unconfirmed.as_ref(),
+            effects: &[],
+        }
     }
 
     /// The session as this transaction has it now.
@@ -146,6 +170,13 @@ impl Known {
         for write in writes {
             match write {
                 Write::PutSession(session) => {
+                    if self
+                        .unconfirmed
+                        .as_ref()
+                        .is_some_and(|u| u.id == session.id)
+                    {
+                        self.unconfirmed = None;
+                    }
                     self.sessions
                         .insert(session.id.clone(), Some(session.clone()));
                 }

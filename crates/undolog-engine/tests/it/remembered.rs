@@ -3,7 +3,7 @@
 //! back, as another gateway or an operator would change them, and it must decide as if it had
 //! read them: the store refuses the write made on an old memory, and the engine reads again.
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
 
 use serde_json::json;
 use undolog_engine::{Error, Intercept};
@@ -113,36 +113,108 @@ async fn a_session_closed_meanwhile_takes_no_new_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_calls_in_a_known_session_and_their_outcomes_write_without_reading_first() {
     const CALLS: i64 = 6;
-    let db = ScratchDatabase::new("undolog_test_engine");
-    db.query(&format!(
-        "ALTER DATABASE {} SET track_functions = 'pl'",
-        db.name()
-    ));
+    let db = counting_database();
     let engine = postgres_engine(&db).await;
     for n in 0..CALLS {
         run(&engine, transfer("s1", n), json!({"id": n})).await;
     }
-    drop(engine); // its connections close, and their backends report what they counted
-    let expected = [
+    drop(engine);
+    let expected: HashMap<String, i64> = [
         // The first call reads its session; every later one writes on the session as remembered.
         ("undolog_expect_no_effect", CALLS - 1),
         ("undolog_replace_session", CALLS - 1),
         // Every outcome is written on the effect as its intercept recorded it.
         ("undolog_replace_effect", CALLS),
-    ];
-    let mut counted = String::new();
-    for _ in 0..100 {
-        counted = db.query(
-            "SELECT funcname, calls FROM pg_stat_user_functions WHERE funcname LIKE 'undolog_%' \
-             ORDER BY funcname",
-        );
-        if expected
+    ]
+    .into_iter()
+    .map(|(name, calls)| (name.to_owned(), calls))
+    .collect();
+    let matches = |counted: &HashMap<String, i64>| {
+        expected
             .iter()
-            .all(|(name, calls)| counted.contains(&format!("{name}|{calls}")))
-        {
-            return;
+            .all(|(name, calls)| counted.get(name) == Some(calls))
+    };
+    let counted = function_calls(&db, matches).await;
+    assert!(
+        matches(&counted),
+        "expected {expected:?}, the server counted {counted:?}"
+    );
+}
+
+/// Calls of one session that arrive at once share batches (`session_batches`); in a session the
+/// engine remembers, a batch is decided without reading, and each of its calls is checked by
+/// the store. When another gateway wrote to the session meanwhile, the batch writes nothing and
+/// its calls are read and decided again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_at_once_in_a_session_another_gateway_changed_are_read_again() {
+    const AT_ONCE: i64 = 16;
+    let db = counting_database();
+    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
+    run(&a, transfer("s1", -1), json!({"id": -1})).await;
+    run(&b, transfer("s1", -2), json!({"id": -2})).await;
+    for round in 0..2 {
+        // The first round finds `a`'s memory of the session out of date; the second does not.
+        let calls: Vec<_> = (0..AT_ONCE)
+            .map(|n| {
+                let a = a.clone();
+                tokio::spawn(async move { a.intercept(transfer("s1", round * 100 + n)).await })
+            })
+            .collect();
+        for call in calls {
+            let answer = call.await.unwrap().unwrap();
+            assert!(matches!(answer, Intercept::Execute { .. }), "{answer:?}");
+        }
+    }
+    let effects = b.session_effects(&org(), &session("s1")).await.unwrap();
+    let seqs: Vec<i64> = effects.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (0..2 + 2 * AT_ONCE).collect::<Vec<_>>());
+
+    // Every call of the second round was checked by the store, not read first.
+    drop((a, b));
+    let checked = |counted: &HashMap<String, i64>| {
+        counted
+            .get("undolog_expect_no_effect")
+            .copied()
+            .unwrap_or(0)
+    };
+    let counted = function_calls(&db, |c| checked(c) >= AT_ONCE).await;
+    assert!(
+        checked(&counted) >= AT_ONCE,
+        "checked without a read: {counted:?}"
+    );
+}
+
+/// A scratch database whose server counts calls of the store's functions.
+fn counting_database() -> ScratchDatabase {
+    let db = ScratchDatabase::new("undolog_test_engine");
+    db.query(&format!(
+        "ALTER DATABASE {} SET track_functions = 'pl'",
+        db.name()
+    ));
+    db
+}
+
+/// How often the server ran each of the store's functions, once `enough` says so (backends report
+/// their counts when their connections close, a moment after the engine is dropped), or after
+/// ten seconds.
+async fn function_calls(
+    db: &ScratchDatabase,
+    enough: impl Fn(&HashMap<String, i64>) -> bool,
+) -> HashMap<String, i64> {
+    let mut counted = HashMap::new();
+    for _ in 0..100 {
+        let rows = db.query(
+            "SELECT funcname, calls FROM pg_stat_user_functions WHERE funcname LIKE 'undolog_%'",
+        );
+        counted = rows
+            .lines()
+            .filter_map(|row| row.split_once('|'))
+            .map(|(name, calls)| (name.to_owned(), calls.trim().parse().unwrap_or(0)))
+            .collect();
+        if enough(&counted) {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("expected {expected:?}, the server counted:\n{counted}");
+    counted
 }

@@ -185,6 +185,10 @@ async fn lookups_on_a_new_database_are_planned_on_the_columns_that_select() {
             "SELECT * FROM effects WHERE org = $1 AND session = $2 ORDER BY seq",
             "session",
         ),
+        (
+            "SELECT 1 FROM effects WHERE org = $1 AND idempotency_key = $2 LIMIT 1",
+            "idempotency_key",
+        ),
     ];
     for (n, (lookup, column)) in lookups.iter().enumerate() {
         let prepare = format!("PREPARE lookup{n}(text, text) AS {lookup}");
