@@ -6,6 +6,10 @@
 //!
 //! Nothing else can change these rows meanwhile: the transaction holds the session's row and
 //! each intercept's lock (its signature's or its idempotency key's) from the read to the commit.
+//!
+//! Or they are not read at all but assumed (`Known::assumed`): the session as this engine
+//! remembers it and no earlier effect of any call, which the store then checks where it writes
+//! (see `remembered`).
 
 use std::collections::HashMap;
 
