@@ -402,14 +402,13 @@ impl Engine {
                 self.answer(op, Ok(answer));
                 true
             }
-            Err(Error::Store(undolog_store::Error::Changed { what: "call", .. })) => {
+            // The session changed, or the call has an earlier effect: either way the next
+            // operation of the session, and this call again, are read first.
+            Err(e) if e.is_changed() => {
+                memory.forget_session(&call.org, &call.session);
                 if let Some(lookup) = lookup {
                     memory.found(&call.org, lookup);
                 }
-                false
-            }
-            Err(e) if e.is_changed() => {
-                memory.forget_session(&call.org, &call.session);
                 false
             }
             Err(e) => {
