@@ -158,8 +158,8 @@ pub(crate) fn start(engine: Weak<Inner>) -> mpsc::UnboundedSender<Op> {
     )
 }
 
-/// Starts a task that takes whatever has gathered on its queue (up to `max` items, at least one)
-/// and hands it to `run`, with at most `in_flight` batches at once: while they are busy, the next
+/// Starts a task that takes whatever has gathered on its queue once the tasks ready to run have
+/// run (up to `max` items, at least one) and hands it to `run`, with at most `in_flight` batches at once: while they are busy, the next
 /// batch gathers. It ends when the engine is dropped.
 pub(crate) fn batcher<T, Run, Done>(
     engine: Weak<Inner>,
@@ -180,6 +180,11 @@ where
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 break;
             };
+            // Every task ready to run goes first, so calls that became ready together (their
+            // upstreams answered, their requests arrived) are in this batch. Tokio runs a woken
+            // task right after the one that woke it: without this, the first call's hand-off
+            // would cut a batch of that call alone, and each such batch pays a COMMIT.
+            tokio::task::yield_now().await;
             let mut batch = vec![first];
             while batch.len() < max {
                 match queue.try_recv() {

@@ -211,3 +211,46 @@ async fn a_read_only_call_is_one_finished_record_and_a_closed_session_keeps_none
     );
     assert!(engine.effect(&org(), id).await.is_err(), "nothing recorded");
 }
+
+/// Calls that become ready together share a batch: the batcher lets the tasks ready to run go
+/// first. Tokio runs a task right after the one that woke it, so without that the first call's
+/// hand-off cuts a batch of that call alone (and then one of the next: sizes 1, 1, 30), each
+/// paying a COMMIT of its own. A yielded task runs again at the scheduler's next maintenance
+/// (every 61 polls), which may leave a few calls for a second batch. One worker thread makes the
+/// order of the run queue exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn intercepts_that_become_ready_together_share_one_batch() {
+    const CALLS: usize = 32;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(&dir).await;
+    let sizes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = sizes.clone();
+    engine.observe_batches(Arc::new(move |size| seen.lock().unwrap().push(size)));
+    let barrier = Arc::new(Barrier::new(CALLS));
+    let tasks: Vec<_> = (0..CALLS)
+        .map(|n| {
+            let (engine, barrier) = (engine.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                engine.intercept(transfer(&format!("s{n}"), n as i64)).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        let answer = task.await.unwrap();
+        assert!(
+            matches!(answer, Ok(Intercept::Execute { .. })),
+            "{answer:?}"
+        );
+    }
+    let sizes = sizes.lock().unwrap().clone();
+    assert_eq!(
+        sizes.iter().sum::<usize>(),
+        CALLS,
+        "every call batched once: {sizes:?}"
+    );
+    assert!(
+        sizes[0] > CALLS / 2,
+        "the first batch holds most calls: {sizes:?}"
+    );
+}
