@@ -159,8 +159,8 @@ pub(crate) fn start(engine: Weak<Inner>) -> mpsc::UnboundedSender<Op> {
 }
 
 /// Starts a task that takes whatever has gathered on its queue once the tasks ready to run have
-/// run (up to `max` items, at least one) and hands it to `run`, with at most `in_flight` batches at once: while they are busy, the next
-/// batch gathers. It ends when the engine is dropped.
+/// run (up to `max` items, at least one) and hands it to `run`, with at most `in_flight` batches
+/// at once: while they are busy, the next batch gathers. It ends when the engine is dropped.
 pub(crate) fn batcher<T, Run, Done>(
     engine: Weak<Inner>,
     max: usize,
