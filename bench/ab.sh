@@ -39,7 +39,7 @@ bank_port=$(port)
 "$base" demo-bank --listen "127.0.0.1:$bank_port" >/dev/null 2>&1 & pids+=($!)
 wait_port "$bank_port"
 
-# gateway NAME BIN STORE: starts one; prints "pid url metrics_url".
+# gateway NAME BIN STORE: starts one and waits for it; sets `started` to "pid url metrics_url".
 gateway() {
   local name=$1 bin=$2 store=$3 port metrics
   port=$(port); metrics=$(port)
@@ -48,7 +48,8 @@ gateway() {
   "$bin" serve --config "$work/$name.toml" --listen "127.0.0.1:$port" --store "$store" \
     >"$work/$name.log" 2>&1 &
   pids+=($!)
-  echo "$! http://127.0.0.1:$port/mcp http://127.0.0.1:$metrics/metrics"
+  wait_port "$port"
+  started="$! http://127.0.0.1:$port/mcp http://127.0.0.1:$metrics/metrics"
 }
 declare -A served
 for build in base new; do
@@ -56,13 +57,8 @@ for build in base new; do
   db="undolog_ab_${build}_$$"
   psql "$pg_url/postgres" -qc "CREATE DATABASE $db" >/dev/null
   dbs+=("$db")
-  served[$build,sqlite]=$(gateway "$build-sqlite" "$bin" "sqlite://$work/$build.db")
-  served[$build,postgres]=$(gateway "$build-postgres" "$bin" "$pg_url/$db")
-done
-for key in "${!served[@]}"; do
-  read -r _ url _ <<<"${served[$key]}"
-  listening=${url#http://127.0.0.1:}
-  wait_port "${listening%/mcp}"
+  gateway "$build-sqlite" "$bin" "sqlite://$work/$build.db"; served[$build,sqlite]=$started
+  gateway "$build-postgres" "$bin" "$pg_url/$db"; served[$build,postgres]=$started
 done
 
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use tokio::sync::Barrier;
 use undolog_engine::Error;
 use undolog_types::{EffectId, EffectState};
 
@@ -31,21 +30,11 @@ async fn updates_made_at_once_all_land_and_each_caller_hears_its_own_answer() {
     updates.push((ids[0], json!({"n": "again"})));
     let unknown = EffectId::generate();
     updates.push((unknown, json!({})));
-    let barrier = Arc::new(Barrier::new(updates.len()));
-    let tasks: Vec<_> = updates
-        .into_iter()
-        .map(|(id, result)| {
-            let (engine, barrier) = (engine.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                (id, engine.commit(&org(), id, result).await)
-            })
-        })
-        .collect();
-    let mut answers = Vec::new();
-    for task in tasks {
-        answers.push(task.await.unwrap());
-    }
+    let answers = at_once(updates.into_iter().map(|(id, result)| {
+        let engine = engine.clone();
+        async move { (id, engine.commit(&org(), id, result).await) }
+    }))
+    .await;
 
     let first: Vec<_> = answers.iter().filter(|(id, _)| *id == ids[0]).collect();
     let refused = first
@@ -116,26 +105,22 @@ async fn intercepts_made_at_once_each_hear_their_own_decision_and_a_bad_one_fail
         .collect();
     calls.extend((0..8).map(|_| transfer("same", 7)));
     calls.push(transfer("keyed", 2).with_idempotency_key("k-1"));
-    let barrier = Arc::new(Barrier::new(calls.len()));
-    let tasks: Vec<_> = calls
-        .into_iter()
-        .map(|call| {
-            let (engine, barrier) = (engine.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                let session = call.session.clone();
-                let answer = tokio::time::timeout(
-                    std::time::Duration::from_millis(500),
-                    engine.intercept(call),
-                )
-                .await;
-                (session, answer)
-            })
-        })
-        .collect();
+    let answers = at_once(calls.into_iter().map(|call| {
+        let engine = engine.clone();
+        async move {
+            let session = call.session.clone();
+            let answer = tokio::time::timeout(
+                std::time::Duration::from_millis(500),
+                engine.intercept(call),
+            )
+            .await;
+            (session, answer)
+        }
+    }))
+    .await;
     let (mut executed, mut same_runs, mut same_waits, mut reused) = (0, 0, 0, 0);
-    for task in tasks {
-        match task.await.unwrap() {
+    for answer in answers {
+        match answer {
             (s, Ok(Ok(Intercept::Execute { .. }))) if s.as_str() == "same" => same_runs += 1,
             (s, Err(_)) if s.as_str() == "same" => same_waits += 1, // waits for the one running
             (_, Ok(Ok(Intercept::Execute { .. }))) => executed += 1,
@@ -219,25 +204,19 @@ async fn a_read_only_call_is_one_finished_record_and_a_closed_session_keeps_none
 /// which may leave some calls for a second batch (27 and 5, or 6 and 26). One worker thread keeps
 /// the order of the run queue close to exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-async fn intercepts_that_become_ready_together_share_one_batch() {
+async fn intercepts_that_become_ready_together_are_not_cut_into_batches_of_one() {
     const CALLS: usize = 32;
     let dir = tempfile::tempdir().unwrap();
     let engine = file_engine(&dir).await;
     let sizes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = sizes.clone();
     engine.observe_batches(Arc::new(move |size| seen.lock().unwrap().push(size)));
-    let barrier = Arc::new(Barrier::new(CALLS));
-    let tasks: Vec<_> = (0..CALLS)
-        .map(|n| {
-            let (engine, barrier) = (engine.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                engine.intercept(transfer(&format!("s{n}"), n as i64)).await
-            })
-        })
-        .collect();
-    for task in tasks {
-        let answer = task.await.unwrap();
+    let answers = at_once((0..CALLS).map(|n| {
+        let engine = engine.clone();
+        async move { engine.intercept(transfer(&format!("s{n}"), n as i64)).await }
+    }))
+    .await;
+    for answer in answers {
         assert!(
             matches!(answer, Ok(Intercept::Execute { .. })),
             "{answer:?}"

@@ -17,7 +17,7 @@ mod undo;
 mod undo_decisions;
 mod undo_steps;
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use serde_json::{Value, json};
 use undolog_engine::{Call, Decider, Engine, EngineConfig, Intercept, ManualClock, ToolPolicy};
@@ -133,4 +133,30 @@ pub async fn run(engine: &Engine, call: Call, result: Value) -> EffectId {
     let id = must_execute(engine, call).await;
     engine.commit(&org(), id, result).await.unwrap();
     id
+}
+
+/// Runs each of `work` on a task of its own, all released together by a barrier (so they reach
+/// the engine at the same moment), and gives their answers in order.
+pub async fn at_once<T, F>(work: impl IntoIterator<Item = F>) -> Vec<T>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let work: Vec<F> = work.into_iter().collect();
+    let barrier = Arc::new(tokio::sync::Barrier::new(work.len()));
+    let tasks: Vec<_> = work
+        .into_iter()
+        .map(|work| {
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                work.await
+            })
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    answers
 }

@@ -104,19 +104,11 @@ async fn a_sessions_calls_at_once_share_transactions_and_each_gets_its_own_effec
 async fn sessions_do_not_share_transactions() {
     let db = ScratchDatabase::new("undolog_test_engine");
     let engine = postgres_engine(&db).await;
-    let barrier = Arc::new(Barrier::new(TRANSFERS));
-    let tasks: Vec<_> = (0..TRANSFERS)
-        .map(|n| {
-            let (engine, barrier) = (engine.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                must_execute(&engine, transfer(&format!("s{}", n % 4), n as i64)).await
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    at_once((0..TRANSFERS).map(|n| {
+        let engine = engine.clone();
+        async move { must_execute(&engine, transfer(&format!("s{}", n % 4), n as i64)).await }
+    }))
+    .await;
     let distinct = db.query(
         "SELECT count(*) FROM (SELECT xmin::text FROM effects GROUP BY xmin::text \
          HAVING count(DISTINCT session) > 1) shared",
