@@ -132,7 +132,7 @@ impl Direct {
             answer_in_stream(response, &id, upstream).await?
         } else {
             let bytes = limited_body(response, upstream).await?;
-            match serde_json::from_slice::<ServerJsonRpcMessage>(&bytes) {
+            match super::call_answer::read(&bytes) {
                 Ok(message) => message,
                 Err(_) if !status.is_success() => {
                     tracing::warn!(upstream, %status, "upstream answered a call with an HTTP error");
@@ -208,11 +208,10 @@ async fn answer_in_stream(
                 upstream: upstream.to_owned(),
             });
         }
-        let message = serde_json::from_str::<ServerJsonRpcMessage>(&data).map_err(|_| {
-            UpstreamError::Garbage {
+        let message =
+            super::call_answer::read(data.as_bytes()).map_err(|_| UpstreamError::Garbage {
                 upstream: upstream.to_owned(),
-            }
-        })?;
+            })?;
         match &message {
             ServerJsonRpcMessage::Response(r) if r.id == *id => return Ok(message),
             ServerJsonRpcMessage::Error(e) if e.id.as_ref().is_none_or(|e| e == id) => {

@@ -9,6 +9,7 @@
 //! handshake) is listed once and served to both.
 
 mod cache_hint;
+mod call_answer;
 mod connection;
 mod direct;
 mod listeners;
