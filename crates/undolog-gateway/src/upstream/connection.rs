@@ -328,7 +328,7 @@ impl Connection {
                 let posted = Posted {
                     upstream: self.name(),
                     version: &version,
-                    params: &params,
+                    params,
                     client_meta,
                     timeout: self.timeout,
                     cancel,

@@ -45,7 +45,8 @@ pub(super) struct Direct {
 pub(super) struct Posted<'a> {
     pub(super) upstream: &'a str,
     pub(super) version: &'a ProtocolVersion,
-    pub(super) params: &'a CallToolRequestParams,
+    /// The call, its `_meta` completed in place before it is posted.
+    pub(super) params: CallToolRequestParams,
     /// The client's per-request metadata (its capabilities), which speaks for it upstream.
     pub(super) client_meta: &'a RequestMetaObject,
     pub(super) timeout: Duration,
@@ -82,10 +83,14 @@ impl Direct {
     /// Posts the call and reads its answer, bounded by the timeout and the client's
     /// cancellation (dropping the request ends it upstream: a stateless request has nothing
     /// else to cancel).
-    pub(super) async fn call(&self, posted: Posted<'_>) -> Result<ServerResult, UpstreamError> {
+    pub(super) async fn call(&self, mut posted: Posted<'_>) -> Result<ServerResult, UpstreamError> {
         let upstream = posted.upstream;
+        let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed) as i64);
+        let body = request_body(&id, &mut posted).map_err(|_| UpstreamError::Garbage {
+            upstream: upstream.to_owned(),
+        })?;
         let answer = tokio::select! {
-            answer = tokio::time::timeout(posted.timeout, self.post(&posted)) => answer,
+            answer = tokio::time::timeout(posted.timeout, self.post(&posted, &id, body)) => answer,
             () = posted.cancel.cancelled() => return Err(UpstreamError::Cancelled),
         };
         answer.unwrap_or_else(|_| {
@@ -96,12 +101,13 @@ impl Direct {
         })
     }
 
-    async fn post(&self, posted: &Posted<'_>) -> Result<ServerResult, UpstreamError> {
+    async fn post(
+        &self,
+        posted: &Posted<'_>,
+        id: &RequestId,
+        body: Vec<u8>,
+    ) -> Result<ServerResult, UpstreamError> {
         let upstream = posted.upstream;
-        let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed) as i64);
-        let body = request_body(&id, posted).map_err(|_| UpstreamError::Garbage {
-            upstream: upstream.to_owned(),
-        })?;
         let mut request = self
             .http
             .post(self.url.clone())
@@ -129,7 +135,7 @@ impl Direct {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         let message = if status.is_success() && event_stream {
-            answer_in_stream(response, &id, upstream).await?
+            answer_in_stream(response, id, upstream).await?
         } else {
             let bytes = limited_body(response, upstream).await?;
             match super::call_answer::read(&bytes) {
@@ -148,8 +154,8 @@ impl Direct {
             }
         };
         match message {
-            ServerJsonRpcMessage::Response(response) if response.id == id => Ok(response.result),
-            ServerJsonRpcMessage::Error(error) if error.id.as_ref().is_none_or(|e| *e == id) => {
+            ServerJsonRpcMessage::Response(response) if response.id == *id => Ok(response.result),
+            ServerJsonRpcMessage::Error(error) if error.id.as_ref().is_none_or(|e| e == id) => {
                 Err(UpstreamError::Refused {
                     upstream: upstream.to_owned(),
                     error: error.error,
@@ -163,8 +169,9 @@ impl Direct {
 }
 
 /// The JSON-RPC request: the call's own `_meta` (trace context and the like), then the
-/// connection's per-request keys, then the client's, which speak for it.
-fn request_body(id: &RequestId, posted: &Posted<'_>) -> serde_json::Result<Vec<u8>> {
+/// connection's per-request keys, then the client's, which speak for it (written into the call's
+/// `_meta`).
+fn request_body(id: &RequestId, posted: &mut Posted<'_>) -> serde_json::Result<Vec<u8>> {
     #[derive(Serialize)]
     struct Request<'a> {
         jsonrpc: &'static str,
@@ -172,7 +179,7 @@ fn request_body(id: &RequestId, posted: &Posted<'_>) -> serde_json::Result<Vec<u
         method: &'static str,
         params: &'a CallToolRequestParams,
     }
-    let mut params = posted.params.clone();
+    let params = &mut posted.params;
     let meta = params.meta.get_or_insert_with(RequestMetaObject::default);
     meta.set_protocol_version(posted.version.clone());
     meta.set_client_info(gateway_info());
@@ -181,7 +188,7 @@ fn request_body(id: &RequestId, posted: &Posted<'_>) -> serde_json::Result<Vec<u
         jsonrpc: "2.0",
         id,
         method: "tools/call",
-        params: &params,
+        params,
     })
 }
 
