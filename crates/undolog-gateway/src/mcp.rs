@@ -12,10 +12,11 @@ use rmcp::{
         CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
         CompleteRequestParams, CompleteResult, CustomRequest, CustomResult, DiscoverResult,
         GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
-        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, Reference,
-        RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
+        JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, MetaObject, PaginatedRequestParams, ReadResourceRequestParams,
+        ReadResourceResponse, Reference, RequestMetaObject, ServerCapabilities, ServerConfig,
+        SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+        UnsubscribeRequestParams, UpdateTaskParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -162,16 +163,13 @@ pub(crate) fn upstream_meta(capabilities: Option<ClientCapabilities>) -> Request
 /// the client's connection to the gateway, not the gateway's to the upstream, nor UndoLog's
 /// (`io.undolog/…`), which are the gateway's.
 fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
-    let Ok(Value::Object(mut map)) = serde_json::to_value(meta) else {
-        return None;
-    };
-    map.retain(|key, _| {
-        !key.starts_with("io.modelcontextprotocol/") && !key.starts_with("io.undolog/")
-    });
-    if map.is_empty() {
-        return None;
-    }
-    serde_json::from_value(Value::Object(map)).ok()
+    let map: JsonObject = (meta.0.0.iter())
+        .filter(|(key, _)| {
+            !key.starts_with("io.modelcontextprotocol/") && !key.starts_with("io.undolog/")
+        })
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    (!map.is_empty()).then_some(RequestMetaObject(MetaObject(map)))
 }
 
 /// One `tools/call` as an MCP client sent it, answered as MCP answers it: the MCP server's
@@ -611,5 +609,36 @@ impl ServerHandler for McpFront {
 impl From<Error> for ErrorData {
     fn from(e: Error) -> ErrorData {
         e.to_jsonrpc()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_calls_own_meta_goes_upstream_without_the_protocols_keys_or_undologs() {
+        let cases = [
+            (json!({}), None),
+            (
+                json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.undolog/wait_ms": 5}),
+                None,
+            ),
+            (
+                json!({"traceparent": "00-a-b-01", "io.modelcontextprotocol/clientInfo": {}, "vendor/x": [1]}),
+                Some(json!({"traceparent": "00-a-b-01", "vendor/x": [1]})),
+            ),
+            (
+                json!({"progressToken": 3, "io.undolog.other": true}),
+                Some(json!({"progressToken": 3, "io.undolog.other": true})),
+            ),
+        ];
+        for (meta, forwarded) in cases {
+            let meta: RequestMetaObject = serde_json::from_value(meta.clone()).expect("a meta");
+            let got = forwarded_meta(&meta).map(|m| serde_json::to_value(m).expect("serializes"));
+            assert_eq!(got, forwarded, "{meta:?}");
+        }
     }
 }

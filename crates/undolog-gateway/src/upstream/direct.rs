@@ -27,6 +27,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::UpstreamError;
 
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+
 /// The most of a response this path reads: the MCP client's own limit.
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -35,7 +39,8 @@ const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 pub(super) struct Direct {
     http: reqwest::Client,
     url: reqwest::Url,
-    /// The configured headers (credentials and the like), sent with every request.
+    /// The headers every request carries: the configured ones (credentials and the like), then
+    /// the body's type, what the answer may be, and the method (`tools/call`).
     headers: HeaderMap,
     next_id: AtomicU64,
 }
@@ -61,6 +66,13 @@ impl Direct {
         for (name, value) in configured {
             let name = HeaderName::try_from(name.as_str()).ok()?;
             headers.insert(name, HeaderValue::try_from(value.as_str()).ok()?);
+        }
+        for (name, value) in [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::ACCEPT, "application/json, text/event-stream"),
+            (MCP_METHOD, "tools/call"),
+        ] {
+            headers.insert(name, HeaderValue::from_static(value));
         }
         Some(Direct {
             http: reqwest::Client::new(),
@@ -108,15 +120,17 @@ impl Direct {
         body: Vec<u8>,
     ) -> Result<ServerResult, UpstreamError> {
         let upstream = posted.upstream;
-        let mut request = self
-            .http
-            .post(self.url.clone())
-            .headers(self.headers.clone())
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "application/json, text/event-stream")
-            .header("mcp-protocol-version", posted.version.as_str())
-            .header("mcp-method", "tools/call");
-        request = request.header("mcp-name", posted.params.name.as_ref());
+        // A version the connection negotiated, and a name `takes` let through (visible ASCII):
+        // both are valid header values.
+        let value = |text: &str| {
+            HeaderValue::try_from(text).map_err(|_| UpstreamError::Garbage {
+                upstream: upstream.to_owned(),
+            })
+        };
+        let mut headers = self.headers.clone();
+        headers.insert(MCP_PROTOCOL_VERSION, value(posted.version.as_str())?);
+        headers.insert(MCP_NAME, value(posted.params.name.as_ref())?);
+        let request = self.http.post(self.url.clone()).headers(headers);
         let response = request.body(body).send().await.map_err(|e| {
             // Refused before a byte was written: the upstream never saw the call.
             if e.is_connect() {
