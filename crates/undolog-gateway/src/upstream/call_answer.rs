@@ -10,19 +10,11 @@
 //! no kind before the tool result in rmcp's union takes an object made of those fields alone.
 
 use rmcp::model::{
-    CallToolResult, JsonObject, JsonRpcResponse, JsonRpcVersion2_0, RequestId,
-    ServerJsonRpcMessage, ServerResult,
+    CallToolResult, JsonRpcResponse, JsonRpcVersion2_0, RequestId, ServerJsonRpcMessage,
+    ServerResult,
 };
-use serde::Deserialize;
-
-/// The fields of a tool's result (MCP `CallToolResult`).
-const TOOL_RESULT_FIELDS: [&str; 5] = [
-    "content",
-    "structuredContent",
-    "isError",
-    "_meta",
-    "resultType",
-];
+use serde::{Deserialize, de::IgnoredAny};
+use serde_json::value::RawValue;
 
 /// The upstream's message in `json`, as rmcp reads it.
 pub(super) fn read(json: &[u8]) -> serde_json::Result<ServerJsonRpcMessage> {
@@ -32,28 +24,37 @@ pub(super) fn read(json: &[u8]) -> serde_json::Result<ServerJsonRpcMessage> {
     }
 }
 
-/// The message when it is a response whose result is a tool's result and nothing else.
+/// The message when it is a response whose result is a tool's result and nothing else. A field
+/// twice, anywhere, is refused here as rmcp's reading refuses it.
 fn plain(json: &[u8]) -> Option<ServerJsonRpcMessage> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
-    struct Response {
+    struct Response<'a> {
         jsonrpc: JsonRpcVersion2_0,
         id: RequestId,
-        result: JsonObject,
+        #[serde(borrow)]
+        result: &'a RawValue,
+    }
+    /// The fields of a tool's result (MCP `CallToolResult`), and no other.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    #[expect(dead_code, reason = "only which fields are present is read")]
+    struct ToolResultFields {
+        content: Option<IgnoredAny>,
+        structured_content: Option<IgnoredAny>,
+        is_error: Option<IgnoredAny>,
+        #[serde(rename = "_meta")]
+        meta: Option<IgnoredAny>,
+        result_type: Option<IgnoredAny>,
     }
     let Response {
         jsonrpc,
         id,
         result,
     } = serde_json::from_slice(json).ok()?;
-    if !result
-        .keys()
-        .all(|key| TOOL_RESULT_FIELDS.contains(&key.as_str()))
-    {
-        return None;
-    }
+    serde_json::from_str::<ToolResultFields>(result.get()).ok()?;
     // Refused here (no known field, a result type other than `complete`): rmcp decides.
-    let result = CallToolResult::deserialize(serde_json::Value::Object(result)).ok()?;
+    let result = serde_json::from_str::<CallToolResult>(result.get()).ok()?;
     Some(ServerJsonRpcMessage::Response(JsonRpcResponse {
         jsonrpc,
         id,
@@ -99,6 +100,18 @@ mod tests {
         ),
         // Not plain: rmcp reads them.
         (r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, false),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"result":{"isError":false,"isError":true}}"#,
+            false,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a","text":"b"}]}}"#,
+            false,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{"content":[]}}"#,
+            false,
+        ),
         (
             r#"{"jsonrpc":"2.0","id":1,"result":{"_meta":{"x":1}}}"#,
             false,
