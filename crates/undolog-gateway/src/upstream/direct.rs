@@ -98,11 +98,12 @@ impl Direct {
     pub(super) async fn call(&self, mut posted: Posted<'_>) -> Result<ServerResult, UpstreamError> {
         let upstream = posted.upstream;
         let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed) as i64);
-        let body = request_body(&id, &mut posted).map_err(|_| UpstreamError::Garbage {
-            upstream: upstream.to_owned(),
-        })?;
+        let headers = self.headers_for(&posted)?;
+        let body = request_body(&id, &mut posted)
+            .map_err(|e| unsendable(upstream, format!("its body did not serialize ({e})")))?;
+        let sent = self.post(upstream, &id, headers, body);
         let answer = tokio::select! {
-            answer = tokio::time::timeout(posted.timeout, self.post(&posted, &id, body)) => answer,
+            answer = tokio::time::timeout(posted.timeout, sent) => answer,
             () = posted.cancel.cancelled() => return Err(UpstreamError::Cancelled),
         };
         answer.unwrap_or_else(|_| {
@@ -113,23 +114,32 @@ impl Direct {
         })
     }
 
-    async fn post(
-        &self,
-        posted: &Posted<'_>,
-        id: &RequestId,
-        body: Vec<u8>,
-    ) -> Result<ServerResult, UpstreamError> {
-        let upstream = posted.upstream;
-        // A version the connection negotiated, and a name `takes` let through (visible ASCII):
-        // both are valid header values.
-        let value = |text: &str| {
-            HeaderValue::try_from(text).map_err(|_| UpstreamError::Garbage {
-                upstream: upstream.to_owned(),
+    /// The request's headers: the prepared ones, then the call's version and tool name. A
+    /// version the upstream negotiated or a name that is not a header value is refused before
+    /// anything is sent (`takes` lets only visible ASCII names through).
+    fn headers_for(&self, posted: &Posted<'_>) -> Result<HeaderMap, UpstreamError> {
+        let value = |what: &str, text: &str| {
+            HeaderValue::try_from(text).map_err(|_| {
+                unsendable(
+                    posted.upstream,
+                    format!("its {what} `{text}` is not a header value"),
+                )
             })
         };
         let mut headers = self.headers.clone();
-        headers.insert(MCP_PROTOCOL_VERSION, value(posted.version.as_str())?);
-        headers.insert(MCP_NAME, value(posted.params.name.as_ref())?);
+        let version = value("protocol version", posted.version.as_str())?;
+        headers.insert(MCP_PROTOCOL_VERSION, version);
+        headers.insert(MCP_NAME, value("tool name", posted.params.name.as_ref())?);
+        Ok(headers)
+    }
+
+    async fn post(
+        &self,
+        upstream: &str,
+        id: &RequestId,
+        headers: HeaderMap,
+        body: Vec<u8>,
+    ) -> Result<ServerResult, UpstreamError> {
         let request = self.http.post(self.url.clone()).headers(headers);
         let response = request.body(body).send().await.map_err(|e| {
             // Refused before a byte was written: the upstream never saw the call.
@@ -265,6 +275,14 @@ async fn limited_body(
     Ok(body)
 }
 
+/// A call this path could not put into a request: nothing was sent, so it did not run.
+fn unsendable(upstream: &str, why: String) -> UpstreamError {
+    UpstreamError::Unavailable {
+        upstream: upstream.to_owned(),
+        reason: format!("the call cannot be posted: {why}"),
+    }
+}
+
 fn closed(upstream: &str, e: &dyn std::fmt::Display) -> UpstreamError {
     tracing::warn!(upstream, error = %e, "upstream request failed");
     UpstreamError::Closed {
@@ -284,4 +302,44 @@ fn mentions_header_params(schema: &JsonObject) -> bool {
     schema
         .iter()
         .any(|(key, value)| key == "x-mcp-header" || within(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_that_makes_no_request_is_refused_as_never_sent() {
+        let direct = Direct::new("http://127.0.0.1:9/mcp", &[]).expect("a plain URL");
+        let (meta, cancel) = (RequestMetaObject::default(), CancellationToken::new());
+        // (protocol version, tool name, what the refusal names)
+        let cases = [
+            ("2026-07-28", "get_balance", None),
+            ("2026-07-28\n", "get_balance", Some("protocol version")),
+            ("2026-07-28", "get\u{7f}balance", Some("tool name")),
+        ];
+        for (version, name, refused) in cases {
+            let version: ProtocolVersion =
+                serde_json::from_value(version.into()).expect("a string");
+            let posted = Posted {
+                upstream: "bank",
+                version: &version,
+                params: CallToolRequestParams::new(name.to_owned()),
+                client_meta: &meta,
+                timeout: Duration::from_secs(1),
+                cancel: &cancel,
+            };
+            match (direct.headers_for(&posted), refused) {
+                (Ok(headers), None) => {
+                    assert_eq!(headers[MCP_NAME], name);
+                    assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+                }
+                (Err(e), Some(what)) => {
+                    assert!(!e.may_have_run(), "{e}");
+                    assert!(e.to_string().contains(what), "{e}");
+                }
+                (got, _) => panic!("{version:?} {name:?}: {got:?}"),
+            }
+        }
+    }
 }
