@@ -325,7 +325,10 @@ impl Gateway {
         let tier = policy.tier;
         (
             Some(tier),
-            self.classified_call(call, caller, route, policy).await,
+            // Boxed: a call's future is moved whole at each await that makes it, and awaited
+            // futures can take twice their size in the future around them; below this point
+            // the call is one allocation, not copies at every layer above (`docs/PERFORMANCE.md`).
+            Box::pin(self.classified_call(call, caller, route, policy)).await,
         )
     }
 
@@ -1060,4 +1063,43 @@ fn record_later(
         }
         tracing::warn!(%effect_id, "outcome never recorded; the call is in doubt for an operator");
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use undolog_store::SqliteStore;
+    use undolog_types::{Args, OrgId, SessionId};
+
+    use super::{Caller, ToolCall};
+    use crate::{Gateway, GatewayConfig, runs::CallSession};
+
+    /// A future is copied whole wherever it is moved: into the future that awaits it, into a
+    /// spawned task. The deep part of a call (classified, intercepted, executed, recorded) is
+    /// boxed once, so the layers above it (traces, credentials, the stateless request's task)
+    /// each copy a few hundred bytes, not the 48 KiB a call's future weighed before.
+    #[tokio::test]
+    async fn a_calls_future_is_small_enough_to_move_on_every_call() {
+        let config = GatewayConfig::from_toml("").unwrap();
+        let store = Arc::new(SqliteStore::in_memory().await.unwrap());
+        let gateway = Gateway::with_store(config, store).await.unwrap();
+        let call = ToolCall {
+            caller: "agent".into(),
+            org: OrgId::new("acme").unwrap(),
+            session: CallSession::Named(SessionId::new("s").unwrap()),
+            tool: "transfer".into(),
+            args: Args::try_from(json!({"amount": 1})).unwrap(),
+            idempotency_key: None,
+            step: None,
+            meta: None,
+            round: None,
+            wait: None,
+        };
+        let caller = Caller::default();
+        let future = gateway.call_tool(call, &caller);
+        let size = std::mem::size_of_val(&future);
+        assert!(size <= 8 * 1024, "a call's future is {size} bytes");
+    }
 }

@@ -4,6 +4,9 @@
 //! it; the log keeps what the upstream answered as the effect's result, and every chain verdict
 //! in the effect's own `verdicts` record.
 
+use std::{future::Future, pin::Pin};
+
+use futures::future::{Either, Ready, ready};
 use rmcp::{
     ErrorData,
     model::{ErrorCode, RequestMetaObject},
@@ -17,6 +20,9 @@ use undolog_types::{Args, OrgId, SessionId};
 use super::Interceptors;
 
 const EVENT: &str = "tools/call";
+
+/// A phase's verdict: ready when no interceptor runs on it, else the chain's run.
+pub(crate) type Phased<'a, T> = Either<Ready<T>, Pin<Box<dyn Future<Output = T> + Send + 'a>>>;
 
 /// What the request phase decided.
 #[derive(Debug)]
@@ -76,8 +82,41 @@ pub(crate) fn context(
 }
 
 impl Interceptors {
+    /// A phase's verdict: `pass` at once when no interceptor of the chain looks at `tools/call`
+    /// in `phase`, and nothing is built for a chain; otherwise the chain's run, boxed, so that
+    /// the call's own future stays small (it is moved whole at every await that makes it).
+    fn phase<'a, T, F>(
+        &self,
+        phase: Phase,
+        pass: impl FnOnce() -> T,
+        chain: impl FnOnce() -> F,
+    ) -> Phased<'a, T>
+    where
+        F: Future<Output = T> + Send + 'a,
+    {
+        match self.chain.intercepts(EVENT, phase) {
+            false => Either::Left(ready(pass())),
+            true => Either::Right(Box::pin(chain())),
+        }
+    }
+
     /// The request phase of a `tools/call` (received from the client: validate, then mutate).
-    pub(crate) async fn tool_request(
+    pub(crate) fn tool_request<'a>(
+        &'a self,
+        tool: &'a str,
+        args: &'a Args,
+        context: &'a InvocationContext,
+    ) -> Phased<'a, RequestVerdict> {
+        let pass = || RequestVerdict::Pass {
+            args: args.clone(),
+            record: None,
+        };
+        self.phase(Phase::Request, pass, || {
+            self.chain_request(tool, args, context)
+        })
+    }
+
+    async fn chain_request(
         &self,
         tool: &str,
         args: &Args,
@@ -126,11 +165,21 @@ impl Interceptors {
 
     /// The response phase of a `tools/call` (the result comes back to the gateway as a client:
     /// validate, then mutate).
-    pub(crate) async fn tool_response(
-        &self,
-        result: &Value,
-        context: &InvocationContext,
-    ) -> ResponseVerdict {
+    pub(crate) fn tool_response<'a>(
+        &'a self,
+        result: &'a Value,
+        context: &'a InvocationContext,
+    ) -> Phased<'a, ResponseVerdict> {
+        let pass = || ResponseVerdict::Pass {
+            result: result.clone(),
+            record: None,
+        };
+        self.phase(Phase::Response, pass, || {
+            self.chain_response(result, context)
+        })
+    }
+
+    async fn chain_response(&self, result: &Value, context: &InvocationContext) -> ResponseVerdict {
         let request =
             ChainRequest::new(EVENT, Phase::Response, result.clone()).with_context(context.clone());
         let Some(record) = self.run(request).await else {

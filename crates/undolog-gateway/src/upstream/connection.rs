@@ -181,7 +181,7 @@ impl Connection {
         if running.take().is_some() {
             tracing::warn!(upstream = %self.name(), "upstream connection dropped; reconnecting");
         }
-        let fresh = tokio::time::timeout(self.timeout, self.connect(era))
+        let fresh = tokio::time::timeout(self.timeout, Box::pin(self.connect(era)))
             .await
             .map_err(|_| UpstreamError::TimedOut {
                 upstream: self.name().to_owned(),
@@ -337,7 +337,7 @@ impl Connection {
             }
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        self.send(era, cancel, ticket, request, client_meta).await
+        Box::pin(self.send(era, cancel, ticket, request, client_meta)).await
     }
 
     /// Sends one request whose progress the client follows (`ticket`), bounded by the timeout and
