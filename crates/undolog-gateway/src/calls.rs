@@ -1079,7 +1079,7 @@ mod tests {
     /// A future is copied whole wherever it is moved: into the future that awaits it, into a
     /// spawned task. The deep part of a call (classified, intercepted, executed, recorded) is
     /// boxed once, so the layers above it (traces, credentials, the stateless request's task)
-    /// each copy a few hundred bytes, not the 48 KiB a call's future weighed before.
+    /// each copy a few KiB at most, not the 48 KiB a call's future weighed before.
     #[tokio::test]
     async fn a_calls_future_is_small_enough_to_move_on_every_call() {
         let config = GatewayConfig::from_toml("").unwrap();

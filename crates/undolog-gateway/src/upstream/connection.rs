@@ -181,6 +181,7 @@ impl Connection {
         if running.take().is_some() {
             tracing::warn!(upstream = %self.name(), "upstream connection dropped; reconnecting");
         }
+        // Boxed, as the rmcp path below: rare, and large enough to swell every call's future.
         let fresh = tokio::time::timeout(self.timeout, Box::pin(self.connect(era)))
             .await
             .map_err(|_| UpstreamError::TimedOut {
@@ -337,6 +338,8 @@ impl Connection {
             }
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // Boxed: a stateless call takes the direct path above, and this one's future would
+        // otherwise make every call's larger (each layer above copies it whole).
         Box::pin(self.send(era, cancel, ticket, request, client_meta)).await
     }
 
