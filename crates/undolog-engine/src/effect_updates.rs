@@ -24,6 +24,7 @@ use crate::{
     Engine, Error,
     core::Write,
     engine::{Expected, Inner},
+    group_commit::Op,
 };
 
 /// What an update does to the effect it read: the writes to make, or why it cannot.
@@ -36,6 +37,14 @@ pub(crate) struct Update {
     pub(crate) change: Change,
     /// Taken once the answer is sent.
     pub(crate) done: Option<oneshot::Sender<Result<(), Error>>>,
+}
+
+impl Update {
+    /// The update as an operation of a batch that also carries intercepts, answering `done`.
+    pub(crate) fn into_op(mut self, done: Option<oneshot::Sender<Result<(), Error>>>) -> Op {
+        self.done = done;
+        Op::Update(Box::new(self))
+    }
 }
 
 /// Batches carried out at the same time; while all are busy, the next batch gathers.

@@ -494,34 +494,41 @@ impl Engine {
     }
 
     /// Reads one effect, applies `change`, and writes the result, in one transaction — shared
-    /// with other updates waiting at the same moment (see `effect_updates`).
+    /// with other operations waiting at the same moment: on a store with one writer, with
+    /// everything in its batch (`group_commit`); on one with concurrent writers, with its
+    /// session's intercepts when this engine sent the call (`session_batches`), so that a
+    /// call's outcome and its neighbours' intents share a COMMIT, else with the other updates
+    /// (`effect_updates`).
     async fn update_effect(
         &self,
         org: &OrgId,
         id: EffectId,
         change: impl Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync + 'static,
     ) -> Result<(), Error> {
-        if let Some(batches) = &self.inner.batches {
-            return crate::group_commit::submit(batches, |done| {
-                crate::group_commit::Op::Update(Box::new(Update {
-                    org: org.clone(),
-                    effect: id,
-                    change: Box::new(change),
-                    done,
-                }))
-            })
-            .await;
-        }
-        let Some(queue) = &self.inner.updates else {
-            return self.update_effect_now(org, id, &change).await;
-        };
-        let (done, answer) = oneshot::channel();
-        let update = Update {
+        let mut update = Update {
             org: org.clone(),
             effect: id,
             change: Box::new(change),
-            done: Some(done),
+            done: None,
         };
+        if let Some(batches) = &self.inner.batches {
+            return crate::group_commit::submit(batches, |done| update.into_op(done)).await;
+        }
+        if let Some(batches) = &self.inner.session_batches
+            && let Some(effect) = self
+                .inner
+                .remembered
+                .as_ref()
+                .and_then(|m| m.effect(org, id))
+        {
+            let op = |done| update.into_op(done);
+            return batches.submit(self, org, &effect.session, op).await;
+        }
+        let Some(queue) = &self.inner.updates else {
+            return self.update_effect_now(org, id, &update.change).await;
+        };
+        let (done, answer) = oneshot::channel();
+        update.done = Some(done);
         if let Err(mpsc::error::SendError(update)) = queue.send(update) {
             return self.update_effect_now(org, id, &update.change).await;
         }

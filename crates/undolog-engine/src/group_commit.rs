@@ -276,7 +276,7 @@ impl Engine {
                     Err(e) => {
                         tracing::debug!(error = %e, ops = ops.len(), "a batch failed; each operation alone");
                         if e.is_changed() {
-                            self.forget_sessions_of(&ops);
+                            self.forget_rows_of(&ops);
                         }
                     }
                 }
@@ -329,22 +329,13 @@ impl Engine {
             return;
         }
         let early = op.answers_before_commit();
-        let done = async {
-            let ops = std::slice::from_ref(op);
-            let mut tx = self.begin_for(op.org(), ops).await?;
-            let mut known = self.prepare(&mut *tx, ops).await?;
-            let (answer, events) = self.run_in(&mut *tx, op, &mut known).await?;
-            if early {
-                self.answer(op, Ok(answer));
-                tx.commit().await?;
-                self.published(events);
-                return Ok(None);
-            }
-            tx.commit().await?;
-            self.published(events);
-            Ok(Some(answer))
+        let mut done = self.run_op_once(op, early).await;
+        // An update decided on its effect as remembered, which the store found changed (and
+        // wrote nothing): decided again on the effect as read.
+        if matches!(&done, Err(e) if e.is_changed()) && matches!(op, Op::Update(_)) {
+            self.forget_rows_of(std::slice::from_ref(op));
+            done = self.run_op_once(op, early).await;
         }
-        .await;
         match done {
             Ok(Some(answer)) => self.answer(op, Ok(answer)),
             Ok(None) => {}
@@ -355,6 +346,23 @@ impl Engine {
                 self.answer(op, Err(e));
             }
         }
+    }
+
+    /// One transaction for `op`: its answer, or `None` when it was answered before the commit.
+    async fn run_op_once(&self, op: &mut Op, early: bool) -> Result<Option<Answer>, Error> {
+        let ops = std::slice::from_ref(op);
+        let mut tx = self.begin_for(op.org(), ops).await?;
+        let mut known = self.prepare(&mut *tx, ops).await?;
+        let (answer, events) = self.run_in(&mut *tx, op, &mut known).await?;
+        if early {
+            self.answer(op, Ok(answer));
+            tx.commit().await?;
+            self.published(events);
+            return Ok(None);
+        }
+        tx.commit().await?;
+        self.published(events);
+        Ok(Some(answer))
     }
 
     /// Carries out an intercept or a read-only record in a session this engine remembers,
@@ -423,12 +431,17 @@ impl Engine {
         }
     }
 
-    /// Forgets the sessions `ops` were decided on: the store found one changed.
-    fn forget_sessions_of(&self, ops: &[Op]) {
+    /// Forgets the sessions and effects `ops` were decided on: the store found one changed.
+    fn forget_rows_of(&self, ops: &[Op]) {
         if let Some(memory) = &self.inner().remembered {
             for op in ops {
-                if let Some(wanted) = op.wanted() {
-                    memory.forget_session(op.org(), wanted.session);
+                match op.wanted() {
+                    Some(wanted) => memory.forget_session(op.org(), wanted.session),
+                    None => {
+                        if let Op::Update(update) = op {
+                            memory.forget_effect(update.effect);
+                        }
+                    }
                 }
             }
         }
@@ -528,15 +541,15 @@ impl Engine {
             .await
     }
 
-    /// The session every one of `ops` records a call in, as this engine remembers it, when the
-    /// batch may be decided on it without reading (see `remembered`): one session, remembered
-    /// and taking calls, and no call known to have an earlier effect.
+    /// The session every intercept and record of `ops` records a call in, as this engine
+    /// remembers it, when the batch may be decided on it without reading (see `remembered`):
+    /// one session, remembered and taking calls, and no call known to have an earlier effect.
+    /// Effect updates read no session; each decides on its own effect (`update_in`).
     fn remembered_session_of(&self, ops: &[Op]) -> Option<Session> {
         let memory = self.inner().remembered.as_ref()?;
-        let first = ops.first()?.wanted()?;
+        let first = ops.iter().find_map(Op::wanted)?;
         let org = ops.first()?.org();
-        for op in ops {
-            let wanted = op.wanted()?;
+        for wanted in ops.iter().filter_map(Op::wanted) {
             if wanted.session != first.session
                 || wanted
                     .lookup
@@ -566,17 +579,33 @@ impl Engine {
                 Ok((Answer::Recorded(kept), events))
             }
             Op::Update(update) => {
-                // An earlier update of the same effect in this transaction is read back here.
-                let effect = tx
-                    .effect(update.effect)
-                    .await?
-                    .ok_or(Error::UnknownEffect(update.effect))?;
-                let writes = (update.change)(effect)?;
-                let events = self.apply(tx, &writes).await?;
-                known.saw(&writes);
+                let events = self.update_in(tx, update).await?;
                 Ok((Answer::Updated, events))
             }
         }
+    }
+
+    /// An effect update in `tx`: decided on the effect as this engine remembers it (its own
+    /// writes in this transaction included), written only if the stored row is still so; or,
+    /// when it is not remembered or the change is refused on the memory, on the effect read
+    /// (an earlier update of it in this transaction is read back).
+    async fn update_in(&self, tx: &mut dyn Tx, update: &Update) -> Result<Vec<Event>, Error> {
+        let remembered = self.inner().remembered.as_ref();
+        if let Some(before) = remembered.and_then(|m| m.effect(&update.org, update.effect))
+            && let Ok(writes) = (update.change)(before.clone())
+        {
+            let expected = Expected {
+                session: None,
+                effects: std::slice::from_ref(&before),
+            };
+            return self.apply_expecting(tx, &writes, expected).await;
+        }
+        let effect = tx
+            .effect(update.effect)
+            .await?
+            .ok_or(Error::UnknownEffect(update.effect))?;
+        let writes = (update.change)(effect)?;
+        self.apply(tx, &writes).await
     }
 
     /// [`core::record_read`] in `tx`, on the session as `known` has it: nothing, or why it was

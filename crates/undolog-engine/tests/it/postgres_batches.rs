@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio::sync::Barrier;
 use undolog_engine::{Error, Intercept, ReadOutcome};
 use undolog_store::scratch::ScratchDatabase;
-use undolog_types::EffectId;
+use undolog_types::{EffectId, EffectState};
 
 use crate::*;
 
@@ -114,6 +114,63 @@ async fn sessions_do_not_share_transactions() {
          HAVING count(DISTINCT session) > 1) shared",
     );
     assert_eq!(distinct, "0", "a transaction carries one session's calls");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_outcome_joins_its_sessions_next_transaction() {
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let engine = postgres_engine(&db).await;
+    let mut ran = Vec::new();
+    for n in 0..TRANSFERS {
+        ran.push(must_execute(&engine, transfer("s1", n as i64)).await);
+    }
+    // Their outcomes arrive while new calls of the same session are intercepted.
+    let outcomes = ran.iter().map(|&id| {
+        let engine = engine.clone();
+        Box::pin(async move {
+            engine
+                .commit(&org(), id, json!({"ok": true}))
+                .await
+                .map(|()| id)
+        }) as std::pin::Pin<Box<dyn Future<Output = Result<EffectId, Error>> + Send>>
+    });
+    let intercepts = (0..TRANSFERS).map(|n| {
+        let engine = engine.clone();
+        Box::pin(async move { Ok(must_execute(&engine, transfer("s1", 1_000 + n as i64)).await) })
+            as std::pin::Pin<Box<dyn Future<Output = Result<EffectId, Error>> + Send>>
+    });
+    let answered = at_once(outcomes.chain(intercepts)).await;
+    assert!(answered.iter().all(Result::is_ok), "{answered:?}");
+
+    let effects = engine
+        .session_effects(&org(), &session("s1"))
+        .await
+        .unwrap();
+    for effect in &effects {
+        let expected = if ran.contains(&effect.id) {
+            EffectState::Committed
+        } else {
+            EffectState::Pending
+        };
+        assert_eq!(effect.state, expected, "effect {}", effect.seq);
+    }
+    assert_eq!(effects.len(), 2 * TRANSFERS);
+    let undo = db.query("SELECT count(*) FROM undo_stack");
+    assert_eq!(
+        undo,
+        TRANSFERS.to_string(),
+        "each committed transfer can be undone"
+    );
+    // A row's xmin is the transaction that last wrote it: one that recorded an outcome and
+    // a new call at once carried both.
+    let mixed = db.query(
+        "SELECT count(*) FROM (SELECT xmin::text FROM effects GROUP BY xmin::text \
+         HAVING bool_or(state = 'committed') AND bool_or(state = 'pending')) mixed",
+    );
+    assert_ne!(
+        mixed, "0",
+        "outcomes and new calls of a session share transactions"
+    );
 }
 
 /// The effects, and the transactions that inserted them (a row's `xmin`).

@@ -94,6 +94,46 @@ async fn an_outcome_is_not_written_over_one_recorded_meanwhile() {
     assert_eq!(effect.error.as_deref(), Some("recorded elsewhere first"));
 }
 
+/// Outcomes at once join their session's batches; one of them was recorded by another gateway
+/// meanwhile. It alone is refused, on the row as read; its neighbours are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_at_once_keep_theirs_when_one_was_recorded_meanwhile() {
+    const AT_ONCE: usize = 16;
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
+    let mut ids = Vec::new();
+    for n in 0..AT_ONCE {
+        ids.push(must_execute(&a, transfer("s1", n as i64)).await);
+    }
+    b.fail(&org(), ids[AT_ONCE / 2], "recorded elsewhere first")
+        .await
+        .unwrap();
+    let answers = at_once(ids.iter().map(|&id| {
+        let a = a.clone();
+        async move { (id, a.commit(&org(), id, json!({"ok": true})).await) }
+    }))
+    .await;
+    for (id, answer) in answers {
+        let effect = a.effect(&org(), id).await.unwrap();
+        if id == ids[AT_ONCE / 2] {
+            assert!(
+                matches!(
+                    answer,
+                    Err(Error::NotPending {
+                        state: EffectState::Failed,
+                        ..
+                    })
+                ),
+                "{answer:?}"
+            );
+            assert_eq!(effect.state, EffectState::Failed);
+        } else {
+            assert!(answer.is_ok(), "{answer:?}");
+            assert_eq!(effect.state, EffectState::Committed);
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_closed_meanwhile_takes_no_new_call() {
     let db = ScratchDatabase::new("undolog_test_engine");
