@@ -5,7 +5,10 @@
 //! waiting, an update is a transaction of its own, as before.
 //!
 //! On a store that runs one writer at a time (SQLite) updates join the intercepts' batches instead
-//! (`group_commit`), so that a call's outcome and its neighbours' intents share one fsync.
+//! (`group_commit`), so that a call's outcome and its neighbours' intents share one fsync; on one
+//! with concurrent writers (PostgreSQL), so does the outcome of a call this engine sent, in its
+//! session's batch (`session_batches`). What comes here is the rest: an effect this engine does
+//! not remember (another gateway sent the call, or its memory was forgotten).
 //!
 //! A batch that fails as a whole (the store refused a write, the database went away) is tried
 //! again one update per transaction, so each caller gets its own answer and one bad update

@@ -10,6 +10,11 @@
 //! other: each has batches of its own, carried out at the same time as other sessions' (batching
 //! across sessions, measured, only serialized on one connection what the server ran in parallel).
 //!
+//! A call's outcome goes into its session's next batch too, when this engine sent the call (it
+//! remembers the pending effect, and so its session): the outcome and its neighbours' intercepts
+//! then share one COMMIT, and the outcome's undo entry is written by the transaction that holds
+//! the session's row, not beside it.
+//!
 //! Nothing waits to gather: an operation that finds its session idle starts a batch at once, so a
 //! lone call costs what it cost before, plus a hand-off to the task that carries it out.
 
