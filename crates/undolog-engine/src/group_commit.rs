@@ -579,7 +579,7 @@ impl Engine {
                 Ok((Answer::Recorded(kept), events))
             }
             Op::Update(update) => {
-                let events = self.update_in(tx, update).await?;
+                let events = self.update_in(tx, update, known).await?;
                 Ok((Answer::Updated, events))
             }
         }
@@ -588,24 +588,39 @@ impl Engine {
     /// An effect update in `tx`: decided on the effect as this engine remembers it (its own
     /// writes in this transaction included), written only if the stored row is still so; or,
     /// when it is not remembered or the change is refused on the memory, on the effect read
-    /// (an earlier update of it in this transaction is read back).
-    async fn update_in(&self, tx: &mut dyn Tx, update: &Update) -> Result<Vec<Event>, Error> {
+    /// (an earlier update of it in this transaction is read back). `known` takes in its writes,
+    /// for the intercepts after it that look for this effect.
+    async fn update_in(
+        &self,
+        tx: &mut dyn Tx,
+        update: &Update,
+        known: &mut Known,
+    ) -> Result<Vec<Event>, Error> {
         let remembered = self.inner().remembered.as_ref();
-        if let Some(before) = remembered.and_then(|m| m.effect(&update.org, update.effect))
-            && let Ok(writes) = (update.change)(before.clone())
+        let (writes, events) = match remembered
+            .and_then(|m| m.effect(&update.org, update.effect))
+            .and_then(|before| Some(((update.change)(before.clone()).ok()?, before)))
         {
-            let expected = Expected {
-                session: None,
-                effects: std::slice::from_ref(&before),
-            };
-            return self.apply_expecting(tx, &writes, expected).await;
-        }
-        let effect = tx
-            .effect(update.effect)
-            .await?
-            .ok_or(Error::UnknownEffect(update.effect))?;
-        let writes = (update.change)(effect)?;
-        self.apply(tx, &writes).await
+            Some((writes, before)) => {
+                let expected = Expected {
+                    session: None,
+                    effects: std::slice::from_ref(&before),
+                };
+                let events = self.apply_expecting(tx, &writes, expected).await?;
+                (writes, events)
+            }
+            None => {
+                let effect = tx
+                    .effect(update.effect)
+                    .await?
+                    .ok_or(Error::UnknownEffect(update.effect))?;
+                let writes = (update.change)(effect)?;
+                let events = self.apply(tx, &writes).await?;
+                (writes, events)
+            }
+        };
+        known.saw(&writes);
+        Ok(events)
     }
 
     /// [`core::record_read`] in `tx`, on the session as `known` has it: nothing, or why it was
