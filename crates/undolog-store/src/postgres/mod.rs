@@ -1,9 +1,9 @@
 //! The shared backend: PostgreSQL, for several gateways over one log.
 //!
 //! Every transaction runs at READ COMMITTED as the application role [`PostgresStore::APP_ROLE`],
-//! with the org in the setting `app.org_id`; both are set with `set_config(…, true)`, so they end
-//! with the transaction and a connection carries nothing from one transaction to the next
-//! (PgBouncer's transaction pooling works, given its `max_prepared_statements`, since sqlx
+//! with the org in the setting `app.org_id` and sequential scans off; all are set with
+//! `set_config(…, true)`, so they end with the transaction and a connection carries nothing from
+//! one transaction to the next (PgBouncer's transaction pooling works, given its `max_prepared_statements`, since sqlx
 //! prepares statements). Row-level security, forced on every table that holds org data, confines
 //! the role to that org: a query that forgets its `WHERE org = …` still sees one org.
 //!
@@ -83,6 +83,14 @@ pub struct PostgresStore {
 
 /// A pooled connection idle this long is pinged before its next transaction.
 const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
+
+/// What every transaction of the application role sets besides its role and its org, in the same
+/// statement: no sequential scans. Each statement it runs finds its rows through an index on what
+/// selects them, and a plan a connection keeps (a function's statements, a foreign-key check) is
+/// made once, on the table as it is then: made on a log of a few effects that autovacuum had just
+/// analyzed, it would be a sequential scan, kept while the log grows, reading every effect at
+/// every call until the table is analyzed again (docs/PERFORMANCE.md).
+const PLANNER_SETTINGS: &str = "set_config('enable_seqscan', 'off', true)";
 
 /// Shorthand for [`PostgresStore::APP_ROLE`].
 const APP_ROLE: &str = PostgresStore::APP_ROLE;
@@ -180,7 +188,7 @@ impl PostgresStore {
         if !org_text.contains("$undolog_org") {
             let sql = format!(
                 "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config('role', '{APP_ROLE}', true), \
-                 set_config('app.org_id', {TAG}{org_text}{TAG}, true)"
+                 set_config('app.org_id', {TAG}{org_text}{TAG}, true), {PLANNER_SETTINGS}"
             );
             return Ok(self.pool.begin_with(sqlx::AssertSqlSafe(sql)).await?);
         }
@@ -188,7 +196,11 @@ impl PostgresStore {
             .pool
             .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
             .await?;
-        sqlx::query("SELECT set_config('role', $1, true), set_config('app.org_id', $2, true)")
+        let settings = format!(
+            "SELECT set_config('role', $1, true), set_config('app.org_id', $2, true), \
+             {PLANNER_SETTINGS}"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(settings))
             .bind(APP_ROLE)
             .bind(org.unwrap_or(""))
             .execute(&mut *tx)

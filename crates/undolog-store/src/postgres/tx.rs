@@ -25,7 +25,7 @@ use undolog_types::{
 };
 
 use super::{
-    APP_ROLE,
+    APP_ROLE, PLANNER_SETTINGS,
     literal::{Value, render},
 };
 use crate::{
@@ -98,7 +98,10 @@ impl PostgresTx {
         unsynced: bool,
     ) -> Result<PostgresTx> {
         let settings = render(
-            "SELECT set_config('role', $1, true), set_config('app.org_id', $2, true)",
+            &format!(
+                "SELECT set_config('role', $1, true), set_config('app.org_id', $2, true), \
+                 {PLANNER_SETTINGS}"
+            ),
             &[APP_ROLE.into(), org.as_str().into()],
         )?;
         let mut tx = PostgresTx {

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use sqlx::Row;
-use undolog_store::{Error, PostgresOptions, PostgresStore, StoreUrl};
+use undolog_store::{EffectLookup, Error, PostgresOptions, PostgresStore, Store, StoreUrl};
+use undolog_types::{EffectId, OrgId, SessionId, Signature, Timestamp};
 
 use super::TestDb;
 
@@ -218,4 +219,105 @@ async fn lookups_on_a_new_database_are_planned_on_the_columns_that_select() {
             "{lookup}\nis planned as:\n{plan}"
         );
     }
+}
+
+/// A plan a connection keeps (a function's statements, a foreign-key check) is made once, on the
+/// table as it is then. Made on a log of a few effects that autovacuum had just analyzed, it must
+/// still find one effect through an index once the log has grown, not read every effect: the
+/// earlier-effect check of a new call and the check of an undo entry's effect, here.
+#[tokio::test]
+async fn plans_kept_from_a_small_analyzed_log_still_find_one_effect_through_an_index() {
+    const SMALL: usize = 20;
+    const GROWN: usize = 20_000;
+    const LOOKUPS: usize = 20;
+    let db = TestDb::create().await;
+    // One connection, so that the plans made on the small log are the ones used on the grown one.
+    let store = PostgresStore::open(PostgresOptions {
+        max_connections: 1,
+        ..db.options()
+    })
+    .await
+    .unwrap();
+    let mut owner = db.owner().await;
+    let add_effects = |from: usize, to: usize| {
+        format!(
+            "INSERT INTO effects (id, org, session, seq, tool, args, signature, tier, state, \
+             created_at, updated_at) SELECT gen_random_uuid()::text, 'acme', 's1', g, 'transfer', \
+             '{{}}', encode(sha256(g::text::bytea), 'hex'), 'compensable', 'committed', g, g \
+             FROM generate_series({from}, {to}) g"
+        )
+    };
+    for sql in [
+        "INSERT INTO sessions (org, id, state, next_seq, created_at, updated_at) \
+         VALUES ('acme', 's1', 'active', 0, 0, 0)"
+            .to_owned(),
+        add_effects(1, SMALL),
+        "ANALYZE effects".to_owned(),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut owner)
+            .await
+            .unwrap();
+    }
+    let ids: Vec<EffectId> = sqlx::query("SELECT id FROM effects ORDER BY seq")
+        .fetch_all(&mut owner)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<String, _>(0).parse().unwrap())
+        .collect();
+    // More than five runs of each: the connection then keeps a generic plan.
+    for n in 0..8 {
+        check_new_call_and_undo_entry(&store, n, ids[n % SMALL]).await;
+    }
+    for sql in [
+        add_effects(SMALL + 1, GROWN),
+        "SELECT pg_stat_reset()".to_owned(),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut owner)
+            .await
+            .unwrap();
+    }
+    for n in 100..100 + LOOKUPS {
+        check_new_call_and_undo_entry(&store, n, ids[n % SMALL]).await;
+    }
+    drop(store);
+
+    // The server counts a backend's reads when its connection closes, a moment after.
+    let read = "SELECT seq_scan + coalesce(idx_scan, 0), seq_tup_read + coalesce(idx_tup_fetch, 0) \
+                FROM pg_stat_user_tables WHERE relname = 'effects'";
+    let mut counted = (0, 0);
+    for _ in 0..100 {
+        let row = sqlx::query(read).fetch_one(&mut owner).await.unwrap();
+        counted = (row.get::<i64, _>(0), row.get::<i64, _>(1));
+        if counted.0 >= 2 * LOOKUPS as i64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (scans, rows) = counted;
+    assert!(
+        scans >= 2 * LOOKUPS as i64,
+        "the server counted {scans} scans of effects"
+    );
+    assert!(
+        rows < 10 * LOOKUPS as i64,
+        "{LOOKUPS} checks of a new call and {LOOKUPS} of an undo entry's effect read {rows} \
+         effects of {GROWN}"
+    );
+}
+
+/// In one transaction: the earlier-effect check of a call never made (signature `n`), and an undo
+/// entry for `effect`, whose reference the server checks.
+async fn check_new_call_and_undo_entry(store: &PostgresStore, n: usize, effect: EffectId) {
+    let signature = Signature::from_stored(format!("{n:064x}"));
+    let mut tx = store.begin(&OrgId::new("acme").unwrap()).await.unwrap();
+    tx.expect_no_effect(EffectLookup::LatestBySignature(&signature))
+        .await
+        .unwrap();
+    tx.push_undo(&SessionId::new("s1").unwrap(), effect, Timestamp(n as i64))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
 }
