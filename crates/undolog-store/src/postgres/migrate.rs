@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("0007_decided_via.sql")),
     (8, include_str!("0008_planned_writes.sql")),
     (9, include_str!("0009_lookup_indexes.sql")),
+    (10, include_str!("0010_effect_key_by_id.sql")),
 ];
 
 /// The newest version in [`MIGRATIONS`].

@@ -221,6 +221,29 @@ async fn lookups_on_a_new_database_are_planned_on_the_columns_that_select() {
     }
 }
 
+/// No index on effects that a lookup could walk leads with `org`, which narrows nothing: on a tie
+/// of costs (a table of a page or two) the planner may take such an index for a lookup by
+/// signature, and a plan kept from then reads every effect of the org. Partial indexes, which a
+/// lookup by signature or by id cannot use, may.
+#[tokio::test]
+async fn no_index_a_lookup_of_effects_could_walk_leads_with_the_org() {
+    let db = TestDb::create().await;
+    let _store = db.open().await;
+    let mut owner = db.owner().await;
+    let leading_with_org: Vec<String> = sqlx::query(
+        "SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] \
+         WHERE i.indrelid = 'effects'::regclass AND a.attname = 'org' AND i.indpred IS NULL",
+    )
+    .fetch_all(&mut owner)
+    .await
+    .unwrap()
+    .iter()
+    .map(|row| row.get(0))
+    .collect();
+    assert!(leading_with_org.is_empty(), "{leading_with_org:?}");
+}
+
 /// A plan a connection keeps (a function's statements, a foreign-key check) is made once, on the
 /// table as it is then. Made on a log of a few effects that autovacuum had just analyzed, it must
 /// still find one effect through an index once the log has grown, not read every effect: the
