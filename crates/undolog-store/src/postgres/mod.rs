@@ -3,8 +3,8 @@
 //! Every transaction runs at READ COMMITTED as the application role [`PostgresStore::APP_ROLE`],
 //! with the org in the setting `app.org_id` and sequential scans off; all are set with
 //! `set_config(…, true)`, so they end with the transaction and a connection carries nothing from
-//! one transaction to the next (PgBouncer's transaction pooling works, given its `max_prepared_statements`, since sqlx
-//! prepares statements). Row-level security, forced on every table that holds org data, confines
+//! one transaction to the next (PgBouncer's transaction pooling works, given its
+//! `max_prepared_statements`, since sqlx prepares statements). Row-level security, forced on every table that holds org data, confines
 //! the role to that org: a query that forgets its `WHERE org = …` still sees one org.
 //!
 //! Concurrency: [`crate::Tx::lock`] takes a transaction-scoped advisory lock, and
