@@ -515,14 +515,14 @@ impl Engine {
             return crate::group_commit::submit(batches, |done| update.into_op(done)).await;
         }
         if let Some(batches) = &self.inner.session_batches
-            && let Some(effect) = self
+            && let Some(session) = self
                 .inner
                 .remembered
                 .as_ref()
-                .and_then(|m| m.effect(org, id))
+                .and_then(|m| m.session_of_effect(org, id))
         {
             let op = |done| update.into_op(done);
-            return batches.submit(self, org, &effect.session, op).await;
+            return batches.submit(self, org, &session, op).await;
         }
         let Some(queue) = &self.inner.updates else {
             return self.update_effect_now(org, id, &update.change).await;

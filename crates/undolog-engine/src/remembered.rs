@@ -63,6 +63,15 @@ impl Remembered {
             .cloned()
     }
 
+    /// The session of a pending effect of `org` whose lease this engine holds, without a copy of
+    /// the effect.
+    pub(crate) fn session_of_effect(&self, org: &OrgId, id: EffectId) -> Option<SessionId> {
+        lock(&self.effects)
+            .get(&id)
+            .filter(|e| e.org == *org)
+            .map(|e| e.session.clone())
+    }
+
     /// Whether `lookup` is known to find an earlier effect.
     pub(crate) fn finds(&self, org: &OrgId, lookup: &Lookup) -> bool {
         lock(&self.found).contains(&(org.clone(), lookup.clone()))
