@@ -819,7 +819,7 @@ pub fn validate(config: &EngineConfig, call: &Call) -> Result<(), Error> {
     if call.idempotency_key.as_deref() == Some("") {
         return Err(Error::EmptyIdempotencyKey);
     }
-    let len = call.args.canonical().len();
+    let len = call.args.canonical_len();
     let limit = config.max_args_bytes;
     if len > limit {
         return Err(Error::ArgsTooLarge { len, limit });

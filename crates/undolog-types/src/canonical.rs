@@ -21,88 +21,166 @@ pub fn parse(text: &str) -> Result<Value, Error> {
     serde_json::from_str(text).map_err(|e| Error::MalformedJson(e.to_string()))
 }
 
+/// Where canonical text goes: a string, a hash (the signature is hashed as it is written, with no
+/// text in between), or nowhere, when only the numbers are checked or the length counted.
+pub trait Sink {
+    fn put(&mut self, text: &str);
+}
+
+impl Sink for String {
+    fn put(&mut self, text: &str) {
+        self.push_str(text);
+    }
+}
+
+impl Sink for blake3::Hasher {
+    fn put(&mut self, text: &str) {
+        self.update(text.as_bytes());
+    }
+}
+
+/// The length of the canonical text, without the text.
+#[derive(Debug, Default)]
+pub struct Length(pub usize);
+
+impl Sink for Length {
+    fn put(&mut self, text: &str) {
+        self.0 += text.len();
+    }
+}
+
 /// The canonical (RFC 8785) text of a JSON value.
 pub fn to_string(value: &Value) -> Result<String, Error> {
     let mut out = String::new();
-    write_value(&mut out, value)?;
+    write(&mut out, value)?;
     Ok(out)
 }
 
-fn write_value(out: &mut String, value: &Value) -> Result<(), Error> {
+/// Writes the canonical text of `value` to `sink`; an error when a number cannot be written
+/// exactly (see [`check_number_token`]), with part of the text written already.
+pub fn write(sink: &mut impl Sink, value: &Value) -> Result<(), Error> {
     match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&format_number(n)?),
-        Value::String(s) => write_string(out, s),
+        Value::Null => sink.put("null"),
+        Value::Bool(b) => sink.put(if *b { "true" } else { "false" }),
+        Value::Number(n) => write_number(sink, n)?,
+        Value::String(s) => write_string(sink, s),
         Value::Array(items) => {
-            out.push('[');
+            sink.put("[");
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    sink.put(",");
                 }
-                write_value(out, item)?;
+                write(sink, item)?;
             }
-            out.push(']');
+            sink.put("]");
         }
-        Value::Object(map) => write_object(out, map)?,
+        Value::Object(map) => write_object(sink, map)?,
     }
     Ok(())
 }
 
-fn write_object(out: &mut String, map: &Map<String, Value>) -> Result<(), Error> {
-    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-    entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
-    out.push('{');
-    for (i, (key, value)) in entries.into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        write_string(out, key);
-        out.push(':');
-        write_value(out, value)?;
+/// Writes an object, its keys in the order of their UTF-16 code units. A map keeps its keys in
+/// the order of their UTF-8 bytes, which is the same unless a key holds a character past U+FFFF
+/// and another one in U+E000–U+FFFF at the same place: only then are the entries sorted here.
+pub fn write_object(sink: &mut impl Sink, map: &Map<String, Value>) -> Result<(), Error> {
+    let in_order = map
+        .keys()
+        .zip(map.keys().skip(1))
+        .all(|(a, b)| utf16_order(a, b).is_le());
+    if in_order {
+        return write_entries(sink, map.iter());
     }
-    out.push('}');
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|(a, _), (b, _)| utf16_order(a, b));
+    write_entries(sink, entries.into_iter())
+}
+
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    a.encode_utf16().cmp(b.encode_utf16())
+}
+
+fn write_entries<'a>(
+    sink: &mut impl Sink,
+    entries: impl Iterator<Item = (&'a String, &'a Value)>,
+) -> Result<(), Error> {
+    sink.put("{");
+    for (i, (key, value)) in entries.enumerate() {
+        if i > 0 {
+            sink.put(",");
+        }
+        write_string(sink, key);
+        sink.put(":");
+        write(sink, value)?;
+    }
+    sink.put("}");
     Ok(())
 }
 
 /// RFC 8785 §3.2.2.2: `"` and `\` escaped, control characters as `\b \t \n \f \r` or `\u00xx`
 /// (lowercase hex), everything else — `/`, DEL, non-ASCII — written as itself.
-fn write_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{08}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{0C}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if c < ' ' => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
+pub fn write_string(sink: &mut impl Sink, s: &str) {
+    sink.put("\"");
+    let mut plain = 0; // where the run of characters written as themselves starts
+    for (i, b) in s.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0C => "\\f",
+            b'\r' => "\\r",
+            b if b < b' ' => CONTROL[usize::from(b)],
+            _ => continue,
+        };
+        sink.put(&s[plain..i]);
+        sink.put(escaped);
+        plain = i + 1;
     }
-    out.push('"');
+    sink.put(&s[plain..]);
+    sink.put("\"");
 }
 
-fn format_number(n: &Number) -> Result<String, Error> {
+/// `\u00xx` for each control character (those with a short escape are never looked up here).
+const CONTROL: [&str; 32] = [
+    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+    "\\u0008", "\\u0009", "\\u000a", "\\u000b", "\\u000c", "\\u000d", "\\u000e", "\\u000f",
+    "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
+    "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+];
+
+/// Every integer of at most this magnitude is a double exactly, which ECMAScript writes digit for
+/// digit.
+const EXACT_INTEGERS: u64 = 1 << 53;
+
+fn write_number(sink: &mut impl Sink, n: &Number) -> Result<(), Error> {
+    if let Some(u) = n.as_u64().filter(|u| *u <= EXACT_INTEGERS) {
+        sink.put(itoa::Buffer::new().format(u));
+        return Ok(());
+    }
+    if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() <= EXACT_INTEGERS) {
+        sink.put(itoa::Buffer::new().format(i));
+        return Ok(());
+    }
     let Some(f) = n.as_f64() else {
         return Err(Error::InexactNumber(n.to_string()));
     };
-    let text = format_double(f);
+    let mut buffer = ryu_js::Buffer::new();
+    let text = format_double(&mut buffer, f);
     // An integer must come out with the digits it went in with (see `check_number_token`).
-    if (n.is_u64() || n.is_i64()) && Decimal::of(&n.to_string()) != Decimal::of(&text) {
+    if (n.is_u64() || n.is_i64()) && Decimal::of(&n.to_string()) != Decimal::of(text) {
         return Err(Error::InexactNumber(n.to_string()));
     }
-    Ok(text)
+    sink.put(text);
+    Ok(())
 }
 
 /// ECMAScript's `Number.prototype.toString` for a finite double.
-fn format_double(f: f64) -> String {
+fn format_double(buffer: &mut ryu_js::Buffer, f: f64) -> &str {
     if f == 0.0 {
-        return "0".to_owned(); // covers -0
+        return "0"; // covers -0
     }
-    ryu_js::Buffer::new().format_finite(f).to_owned()
+    buffer.format_finite(f)
 }
 
 /// Refuses a number token whose canonical form would not be the number that was written: one out
@@ -117,7 +195,8 @@ fn check_number_token(token: &str) -> Result<(), Error> {
         return Err(inexact());
     }
     let is_integer_literal = !token.contains(['.', 'e', 'E']);
-    if is_integer_literal && Decimal::of(token) != Decimal::of(&format_double(parsed)) {
+    let mut buffer = ryu_js::Buffer::new();
+    if is_integer_literal && Decimal::of(token) != Decimal::of(format_double(&mut buffer, parsed)) {
         return Err(inexact());
     }
     Ok(())

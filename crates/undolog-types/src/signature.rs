@@ -36,9 +36,21 @@ impl Args {
 
     /// The canonical text of the arguments.
     pub fn canonical(&self) -> String {
+        let mut text = String::new();
+        self.write(&mut text);
+        text
+    }
+
+    /// The length in bytes of the arguments' canonical text, without writing it out.
+    pub fn canonical_len(&self) -> usize {
+        let mut length = canonical::Length::default();
+        self.write(&mut length);
+        length.0
+    }
+
+    fn write(&self, sink: &mut impl canonical::Sink) {
         // Every number was checked on the way in, so canonicalization cannot fail.
-        canonical::to_string(&Value::Object(self.0.clone()))
-            .expect("arguments were validated when constructed")
+        canonical::write_object(sink, &self.0).expect("arguments were validated when constructed");
     }
 }
 
@@ -48,7 +60,8 @@ impl TryFrom<Value> for Args {
     fn try_from(value: Value) -> Result<Args, Error> {
         match value {
             Value::Object(map) => {
-                canonical::to_string(&Value::Object(map.clone()))?; // checks every number
+                // Checks every number.
+                canonical::write_object(&mut canonical::Length::default(), &map)?;
                 Ok(Args(map))
             }
             other => Err(Error::ArgumentsNotObject(json_kind(&other))),
@@ -100,13 +113,40 @@ impl CallIdentity<'_> {
         obj
     }
 
-    /// The canonical text that is hashed.
+    /// The canonical text that is hashed: [`signed_object`](Self::signed_object)'s, written
+    /// straight from the identity.
     pub fn canonical(&self) -> String {
-        canonical::to_string(&self.signed_object()).expect("arguments and step are exact numbers")
+        let mut text = String::new();
+        self.write(&mut text);
+        text
     }
 
+    /// The BLAKE3 of the canonical text, hashed as it is written.
     pub fn signature(&self) -> Signature {
-        Signature::of_canonical(&self.canonical())
+        let mut hasher = blake3::Hasher::new();
+        self.write(&mut hasher);
+        Signature::of_hash(&hasher.finalize())
+    }
+
+    /// Writes the signed object's canonical text: its keys in canonical order, `args`, `org`,
+    /// `session`, `step`, `tool`, `v`.
+    fn write(&self, sink: &mut impl canonical::Sink) {
+        sink.put("{\"args\":");
+        self.args.write(sink);
+        sink.put(",\"org\":");
+        canonical::write_string(sink, self.org.as_str());
+        sink.put(",\"session\":");
+        canonical::write_string(sink, self.session.as_str());
+        if let Some(step) = self.step {
+            sink.put(",\"step\":");
+            canonical::write(sink, &Value::from(step))
+                .expect("arguments and step are exact numbers");
+        }
+        sink.put(",\"tool\":");
+        canonical::write_string(sink, self.tool);
+        sink.put(",\"v\":");
+        sink.put(itoa::Buffer::new().format(SIGNATURE_VERSION));
+        sink.put("}");
     }
 }
 
@@ -118,7 +158,11 @@ pub struct Signature(String);
 impl Signature {
     /// Hashes canonical JSON text.
     pub fn of_canonical(canonical: &str) -> Signature {
-        Signature(blake3::hash(canonical.as_bytes()).to_hex().to_string())
+        Signature::of_hash(&blake3::hash(canonical.as_bytes()))
+    }
+
+    fn of_hash(hash: &blake3::Hash) -> Signature {
+        Signature(hash.to_hex().as_str().to_owned())
     }
 
     /// Takes a signature read back from storage.

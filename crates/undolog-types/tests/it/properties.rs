@@ -1,9 +1,9 @@
 //! Property tests: canonical JSON is idempotent and blind to key order; the signature sees every
-//! field.
+//! field, and is the hash of the signed object's canonical text however it is written.
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-use undolog_types::{Args, CallIdentity, OrgId, SessionId, canonical};
+use undolog_types::{Args, CallIdentity, OrgId, SessionId, Signature, canonical};
 
 fn json_leaf() -> impl Strategy<Value = Value> {
     prop_oneof![
@@ -82,5 +82,24 @@ proptest! {
             _ => CallIdentity { step: if step.is_some() { None } else { Some(0) }, ..base.clone() },
         };
         prop_assert_ne!(base.signature(), changed.signature());
+    }
+
+    #[test]
+    fn the_signed_text_is_the_signed_objects_canonical_text(
+        org in "[a-z]{1,8}", session in "[a-z0-9-]{1,8}", tool in "\\PC{0,8}",
+        entries in prop::collection::vec(("\\PC{0,8}", json_value()), 0..6),
+        step in proptest::option::of(0u64..=(1 << 53)),
+    ) {
+        let org = OrgId::new(org).unwrap();
+        let session = SessionId::new(session).unwrap();
+        let args = Args::try_from(Value::Object(entries.into_iter().collect())).unwrap();
+        let identity = CallIdentity { org: &org, session: &session, tool: &tool, args: &args, step };
+
+        let text = canonical::to_string(&identity.signed_object()).unwrap();
+        prop_assert_eq!(&identity.canonical(), &text);
+        prop_assert_eq!(identity.signature(), Signature::of_canonical(&text));
+        let args_text = canonical::to_string(&Value::from(args.clone())).unwrap();
+        prop_assert_eq!(args.canonical_len(), args_text.len());
+        prop_assert_eq!(args.canonical(), args_text);
     }
 }
