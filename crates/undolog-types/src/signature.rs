@@ -4,7 +4,7 @@
 //! same in every language that speaks to UndoLog. The lock key that serializes identical calls is
 //! FNV-1a 64 over the signature's hex text; a collision only makes two calls wait for each other.
 
-use std::fmt;
+use std::{fmt, sync::Arc};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -14,10 +14,12 @@ use crate::{Error, OrgId, SessionId, canonical};
 /// The version of the signature scheme, part of every signed object.
 pub const SIGNATURE_VERSION: u64 = 1;
 
-/// Tool arguments: always a JSON object whose numbers are exact doubles.
+/// Tool arguments: always a JSON object whose numbers are exact doubles. Shared, never changed:
+/// a call's arguments go to the log, the signature, the interceptors and the upstream, and a copy
+/// of them is a count, not a copy of the tree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "Value", into = "Value")]
-pub struct Args(Map<String, Value>);
+pub struct Args(Arc<Map<String, Value>>);
 
 impl Args {
     /// Parses arguments from JSON text, checking every number token (see [`canonical::parse`]).
@@ -27,7 +29,7 @@ impl Args {
 
     /// No arguments: `{}`.
     pub fn empty() -> Args {
-        Args(Map::new())
+        Args(Arc::default())
     }
 
     pub fn as_map(&self) -> &Map<String, Value> {
@@ -62,7 +64,7 @@ impl TryFrom<Value> for Args {
             Value::Object(map) => {
                 // Checks every number.
                 canonical::write_object(&mut canonical::Length::default(), &map)?;
-                Ok(Args(map))
+                Ok(Args(Arc::new(map)))
             }
             other => Err(Error::ArgumentsNotObject(json_kind(&other))),
         }
@@ -71,7 +73,7 @@ impl TryFrom<Value> for Args {
 
 impl From<Args> for Value {
     fn from(args: Args) -> Value {
-        Value::Object(args.0)
+        Value::Object(Arc::unwrap_or_clone(args.0))
     }
 }
 
