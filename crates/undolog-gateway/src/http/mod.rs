@@ -35,6 +35,7 @@ use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
 use tokio_util::sync::CancellationToken;
+use tower::ServiceBuilder;
 
 use crate::{Gateway, auth, mcp::McpFront, oauth};
 
@@ -63,22 +64,25 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
         manager,
         mcp_config,
     );
-    let mcp = Router::new()
-        .route_service("/mcp", mcp)
-        .route_layer(middleware::from_fn_with_state(
-            gateway.clone(),
-            stateless::answer_directly,
+    // The middleware of `/mcp` and of every route are stacks of concrete types, each put
+    // together once: a layer added to a router wraps every route in a box of its own, which
+    // every request clones again, layer by layer.
+    let mcp = ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(
+            (limits.max_body_bytes, limits.body_timeout),
+            parse_guard::reject_unparsable,
         ))
-        .route_layer(middleware::from_fn_with_state(
+        .layer(middleware::from_fn_with_state(
             sessions,
             mcp_sessions::bind_to_principal,
         ))
-        .route_layer(middleware::from_fn_with_state(
-            (limits.max_body_bytes, limits.body_timeout),
-            parse_guard::reject_unparsable,
-        ));
+        .layer(middleware::from_fn_with_state(
+            gateway.clone(),
+            stateless::answer_directly,
+        ))
+        .service(mcp);
     let authenticated = Router::new()
-        .merge(mcp)
+        .route_service("/mcp", mcp)
         .route("/mcp/tool_call", post(rest::tool_call))
         .route("/v1/sessions", get(admin::sessions))
         .route("/v1/sessions/{id}", get(admin::session))
@@ -110,7 +114,7 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
             gateway.clone(),
             auth::require_principal,
         ));
-    Router::new()
+    let routes = Router::new()
         .merge(authenticated)
         .route("/healthz", get(health::healthz))
         .route("/v1/auth", get(auth::mode))
@@ -125,11 +129,15 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
             "/.well-known/oauth-protected-resource/{*resource}",
             get(oauth::resource_metadata),
         )
-        .merge(dashboard::routes())
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .merge(dashboard::routes());
+    let max_body_bytes = limits.max_body_bytes;
+    let routes = routes.with_state(gateway);
+    let guarded = ServiceBuilder::new()
         .layer(middleware::from_fn_with_state(
             guard,
             origin_guard::refuse_foreign,
         ))
-        .with_state(gateway)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .service(routes);
+    Router::new().fallback_service(guarded)
 }
