@@ -79,9 +79,10 @@ pub fn write(sink: &mut impl Sink, value: &Value) -> Result<(), Error> {
     Ok(())
 }
 
-/// Writes an object, its keys in the order of their UTF-16 code units. A map keeps its keys in
-/// the order of their UTF-8 bytes, which is the same unless a key holds a character past U+FFFF
-/// and another one in U+E000–U+FFFF at the same place: only then are the entries sorted here.
+/// Writes an object, its keys in the order of their UTF-16 code units. Keys already in that
+/// order are written as they come, with no copy: a map sorted by UTF-8 bytes (serde_json's
+/// default) is, unless a key holds a character past U+FFFF where another holds one in
+/// U+E000–U+FFFF. Any other map is sorted first.
 pub fn write_object(sink: &mut impl Sink, map: &Map<String, Value>) -> Result<(), Error> {
     let in_order = map
         .keys()
