@@ -597,10 +597,13 @@ impl Engine {
         known: &mut Known,
     ) -> Result<Vec<Event>, Error> {
         let remembered = self.inner().remembered.as_ref();
-        let (writes, events) = match remembered
+        let decided = remembered
             .and_then(|m| m.effect(&update.org, update.effect))
-            .and_then(|before| Some(((update.change)(before.clone()).ok()?, before)))
-        {
+            .and_then(|before| {
+                let writes = (update.change)(before.clone()).ok()?;
+                Some((writes, before))
+            });
+        let (writes, events) = match decided {
             Some((writes, before)) => {
                 let expected = Expected {
                     session: None,

@@ -4,8 +4,9 @@
 //! with the org in the setting `app.org_id` and sequential scans off; all are set with
 //! `set_config(…, true)`, so they end with the transaction and a connection carries nothing from
 //! one transaction to the next (PgBouncer's transaction pooling works, given its
-//! `max_prepared_statements`, since sqlx prepares statements). Row-level security, forced on every table that holds org data, confines
-//! the role to that org: a query that forgets its `WHERE org = …` still sees one org.
+//! `max_prepared_statements`, since sqlx prepares statements). Row-level security, forced on every
+//! table that holds org data, confines the role to that org: a query that forgets its
+//! `WHERE org = …` still sees one org.
 //!
 //! Concurrency: [`crate::Tx::lock`] takes a transaction-scoped advisory lock, and
 //! [`crate::Tx::session`] locks the session row (`FOR UPDATE`), so a read-modify-write of a
@@ -30,6 +31,7 @@ use sqlx::{
 use undolog_types::{OrgId, Timestamp};
 
 use crate::{ApiKey, Beat, BeatReport, Error, Notifications, Result, Store, Tx};
+use literal::render;
 
 /// Where the shared store is and how many connections it may hold.
 #[derive(Clone)]
@@ -84,13 +86,14 @@ pub struct PostgresStore {
 /// A pooled connection idle this long is pinged before its next transaction.
 const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
 
-/// What every transaction of the application role sets besides its role and its org, in the same
-/// statement: no sequential scans. Each statement it runs finds its rows through an index on what
-/// selects them, and a plan a connection keeps (a function's statements, a foreign-key check) is
-/// made once, on the table as it is then: made on a log of a few effects that autovacuum had just
-/// analyzed, it would be a sequential scan, kept while the log grows, reading every effect at
-/// every call until the table is analyzed again (docs/PERFORMANCE.md).
-const PLANNER_SETTINGS: &str = "set_config('enable_seqscan', 'off', true)";
+/// What every transaction of the application role sets first, with `$1` its role and `$2` its
+/// org: both, and no sequential scans. Each statement it runs then finds its rows through an index
+/// on what selects them, and a plan a connection keeps (a function's statements, a foreign-key
+/// check) is made once, on the table as it is then: made on a log of a few effects that autovacuum
+/// had just analyzed, it would be a sequential scan, kept while the log grows, reading every effect
+/// at every call until the table is analyzed again (docs/PERFORMANCE.md).
+const SETTINGS: &str = "SELECT set_config('role', $1, true), set_config('app.org_id', $2, true), \
+                        set_config('enable_seqscan', 'off', true)";
 
 /// Shorthand for [`PostgresStore::APP_ROLE`].
 const APP_ROLE: &str = PostgresStore::APP_ROLE;
@@ -179,30 +182,22 @@ impl PostgresStore {
     /// A transaction as the application role, bound to `org` when one is given; for the few
     /// statements outside [`Store::begin`]'s transactions (API keys).
     ///
-    /// One round trip: BEGIN and both settings go as one simple-protocol message, the org
-    /// dollar-quoted (org names hold no control characters; one that holds the quote's tag takes
-    /// the two-step path with a bound parameter instead).
+    /// One round trip: BEGIN and the settings go as one simple-protocol message, the org quoted
+    /// as a literal (`literal::render`, as every transaction's); an org it cannot quote (one
+    /// holding NUL) is bound as a parameter instead, for the server to refuse.
     async fn begin_as_app(&self, org: Option<&str>) -> Result<Transaction<'static, Postgres>> {
-        const TAG: &str = "$undolog_org$";
-        let org_text = org.unwrap_or("");
-        if !org_text.contains("$undolog_org") {
-            let sql = format!(
-                "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config('role', '{APP_ROLE}', true), \
-                 set_config('app.org_id', {TAG}{org_text}{TAG}, true), {PLANNER_SETTINGS}"
-            );
+        let org = org.unwrap_or("");
+        if let Ok(settings) = render(SETTINGS, &[APP_ROLE.into(), org.into()]) {
+            let sql = format!("BEGIN ISOLATION LEVEL READ COMMITTED; {settings}");
             return Ok(self.pool.begin_with(sqlx::AssertSqlSafe(sql)).await?);
         }
         let mut tx = self
             .pool
             .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
             .await?;
-        let settings = format!(
-            "SELECT set_config('role', $1, true), set_config('app.org_id', $2, true), \
-             {PLANNER_SETTINGS}"
-        );
-        sqlx::query(sqlx::AssertSqlSafe(settings))
+        sqlx::query(SETTINGS)
             .bind(APP_ROLE)
-            .bind(org.unwrap_or(""))
+            .bind(org)
             .execute(&mut *tx)
             .await?;
         Ok(tx)

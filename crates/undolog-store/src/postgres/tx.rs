@@ -25,7 +25,7 @@ use undolog_types::{
 };
 
 use super::{
-    APP_ROLE, PLANNER_SETTINGS,
+    APP_ROLE, SETTINGS,
     literal::{Value, render},
 };
 use crate::{
@@ -97,13 +97,7 @@ impl PostgresTx {
         org: OrgId,
         unsynced: bool,
     ) -> Result<PostgresTx> {
-        let settings = render(
-            &format!(
-                "SELECT set_config('role', $1, true), set_config('app.org_id', $2, true), \
-                 {PLANNER_SETTINGS}"
-            ),
-            &[APP_ROLE.into(), org.as_str().into()],
-        )?;
+        let settings = render(SETTINGS, &[APP_ROLE.into(), org.as_str().into()])?;
         let mut tx = PostgresTx {
             conn: Some(conn),
             org,

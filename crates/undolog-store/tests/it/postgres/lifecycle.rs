@@ -30,13 +30,11 @@ async fn stores_opening_together_migrate_the_database_once() {
         PostgresStore::SCHEMA_VERSION
     );
     let mut owner = db.owner().await;
-    let versions: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations ORDER BY version")
-        .fetch_all(&mut owner)
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let versions: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
+            .fetch_all(&mut owner)
+            .await
+            .unwrap();
     assert_eq!(
         versions,
         (1..=PostgresStore::SCHEMA_VERSION).collect::<Vec<_>>()
@@ -197,15 +195,12 @@ async fn lookups_on_a_new_database_are_planned_on_the_columns_that_select() {
             .execute(&mut owner)
             .await
             .unwrap();
-        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "EXPLAIN EXECUTE lookup{n}('acme', 'x')"
         )))
         .fetch_all(&mut owner)
         .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+        .unwrap();
         let plan = plan.join("\n");
         assert!(
             plan.contains("Index Cond")
@@ -230,17 +225,14 @@ async fn no_index_a_lookup_of_effects_could_walk_leads_with_the_org() {
     let db = TestDb::create().await;
     let _store = db.open().await;
     let mut owner = db.owner().await;
-    let leading_with_org: Vec<String> = sqlx::query(
+    let leading_with_org: Vec<String> = sqlx::query_scalar(
         "SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
          JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] \
          WHERE i.indrelid = 'effects'::regclass AND a.attname = 'org' AND i.indpred IS NULL",
     )
     .fetch_all(&mut owner)
     .await
-    .unwrap()
-    .iter()
-    .map(|row| row.get(0))
-    .collect();
+    .unwrap();
     assert!(leading_with_org.is_empty(), "{leading_with_org:?}");
 }
 

@@ -214,13 +214,10 @@ async fn the_application_role_cannot_write_another_orgs_rows() {
     conn.close().await.unwrap();
 
     let mut owner = db.owner().await;
-    let states: Vec<String> = sqlx::query("SELECT state FROM effects")
+    let states: Vec<String> = sqlx::query_scalar("SELECT state FROM effects")
         .fetch_all(&mut owner)
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .unwrap();
     assert_eq!(states, vec!["awaiting_approval".to_owned()]);
 }
 
@@ -246,14 +243,11 @@ async fn api_keys_are_reachable_only_one_exact_hash_at_a_time() {
         refused(&mut conn, "UPDATE api_keys SET role = 'admin'").await,
         "42501"
     );
-    let found: Vec<String> = sqlx::query("SELECT org FROM undolog_api_key_by_hash($1)")
+    let found: Vec<String> = sqlx::query_scalar("SELECT org FROM undolog_api_key_by_hash($1)")
         .bind(&key.hash)
         .fetch_all(&mut conn)
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .unwrap();
     assert_eq!(found, vec!["orgA".to_owned()]);
     for guess in ["", "%", "ab"] {
         let rows = sqlx::query("SELECT org FROM undolog_api_key_by_hash($1)")
@@ -467,7 +461,7 @@ async fn an_owner_that_is_no_superuser_runs_the_store_under_the_same_policies() 
 }
 
 /// Org names go into the transaction's first message as quoted text: names that look like SQL or
-/// like the quote itself must stay names, and still see only their own rows.
+/// like a quote must stay names, still see only their own rows, and keep their own API keys.
 #[tokio::test]
 async fn org_names_that_look_like_sql_or_quotes_stay_names() {
     let db = TestDb::create().await;
@@ -490,5 +484,20 @@ async fn org_names_that_look_like_sql_or_quotes_stay_names() {
             .unwrap();
         assert_eq!(effects.len(), 1, "{org:?} sees exactly its own effect");
         assert_eq!(effects[0].org, id);
+    }
+    // An API key is written in a transaction of its org too, begun the same way.
+    for (n, org) in tricky.into_iter().enumerate() {
+        let key = ApiKey {
+            id: format!("key_{n}"),
+            org: OrgId::new(org).unwrap(),
+            hash: format!("{n:02}").repeat(32),
+            role: Role::Agent,
+            label: None,
+            created_at: Timestamp(1),
+            revoked_at: None,
+        };
+        store.insert_api_key(&key).await.unwrap();
+        let found = store.api_key_by_hash(&key.hash).await.unwrap().unwrap();
+        assert_eq!(found.org, key.org, "{org:?} keeps its key");
     }
 }
