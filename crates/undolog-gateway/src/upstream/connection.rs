@@ -10,6 +10,7 @@
 use std::{sync::Arc, time::Duration};
 
 use http::{HeaderName, HeaderValue};
+use hyper_util::client::proxy::matcher::Matcher;
 use rmcp::{
     ErrorData, Peer, RoleClient, ServiceError, ServiceExt,
     model::{
@@ -128,7 +129,7 @@ impl Connection {
                 let headers: Vec<(String, String)> = (headers.iter())
                     .map(|(name, value)| (name.clone(), value.0.clone()))
                     .collect();
-                Direct::new(url, &headers)
+                Direct::new(url, &headers, &Matcher::from_system())
             }
             _ => None,
         };

@@ -11,12 +11,15 @@
 //! client's: this path is taken only once the connection has negotiated a stateless revision.
 
 use std::{
+    io,
     sync::atomic::{AtomicU64, Ordering},
     time::Duration,
 };
 
-use futures::StreamExt as _;
+use axum::body::Bytes;
+use futures::{StreamExt as _, stream::BoxStream};
 use http::{HeaderMap, HeaderName, HeaderValue, header};
+use hyper_util::client::proxy::matcher::Matcher;
 use rmcp::model::{
     CallToolRequestParams, Implementation, JsonObject, ProtocolVersion, RequestId,
     RequestMetaObject, ServerJsonRpcMessage, ServerResult,
@@ -25,7 +28,10 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::UpstreamError;
+use super::{
+    UpstreamError,
+    post::{Answer, Failed, Poster},
+};
 
 const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
@@ -37,8 +43,7 @@ const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 /// A Streamable HTTP upstream, as this path posts to it.
 #[derive(Debug)]
 pub(super) struct Direct {
-    http: reqwest::Client,
-    url: reqwest::Url,
+    poster: Poster,
     /// The headers every request carries: the configured ones (credentials and the like), then
     /// the body's type, what the answer may be, and the method (`tools/call`).
     headers: HeaderMap,
@@ -61,7 +66,11 @@ pub(super) struct Posted<'a> {
 impl Direct {
     /// `None` when the configured URL or headers do not make a request (the MCP client then
     /// reports what is wrong with them).
-    pub(super) fn new(url: &str, configured: &[(String, String)]) -> Option<Direct> {
+    pub(super) fn new(
+        url: &str,
+        configured: &[(String, String)],
+        proxies: &Matcher,
+    ) -> Option<Direct> {
         let mut headers = HeaderMap::new();
         for (name, value) in configured {
             let name = HeaderName::try_from(name.as_str()).ok()?;
@@ -75,8 +84,7 @@ impl Direct {
             headers.insert(name, HeaderValue::from_static(value));
         }
         Some(Direct {
-            http: reqwest::Client::new(),
-            url: reqwest::Url::parse(url).ok()?,
+            poster: Poster::new(url, proxies)?,
             headers,
             next_id: AtomicU64::new(1),
         })
@@ -140,28 +148,22 @@ impl Direct {
         headers: HeaderMap,
         body: Vec<u8>,
     ) -> Result<ServerResult, UpstreamError> {
-        let request = self.http.post(self.url.clone()).headers(headers);
-        let response = request.body(body).send().await.map_err(|e| {
-            // Refused before a byte was written: the upstream never saw the call.
-            if e.is_connect() {
-                UpstreamError::Unavailable {
-                    upstream: upstream.to_owned(),
-                    reason: format!("cannot connect ({e})"),
-                }
-            } else {
-                closed(upstream, &e)
-            }
+        let answer = self.poster.post(headers, body).await.map_err(|e| match e {
+            Failed::Connect(reason) => UpstreamError::Unavailable {
+                upstream: upstream.to_owned(),
+                reason: format!("cannot connect ({reason})"),
+            },
+            Failed::Broken(reason) => closed(upstream, &reason),
         })?;
-        let status = response.status();
-        let event_stream = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        let Answer {
+            status,
+            event_stream,
+            body,
+        } = answer;
         let message = if status.is_success() && event_stream {
-            answer_in_stream(response, id, upstream).await?
+            answer_in_stream(body, id, upstream).await?
         } else {
-            let bytes = limited_body(response, upstream).await?;
+            let bytes = limited_body(body, upstream).await?;
             match super::call_answer::read(&bytes) {
                 Ok(message) => message,
                 Err(_) if !status.is_success() => {
@@ -224,11 +226,11 @@ pub(super) fn gateway_info() -> Implementation {
 /// The answer on an event stream: the first response or error to this request. What the
 /// upstream sends before it (progress, log messages) nobody asked for.
 async fn answer_in_stream(
-    response: reqwest::Response,
+    body: BoxStream<'static, io::Result<Bytes>>,
     id: &RequestId,
     upstream: &str,
 ) -> Result<ServerJsonRpcMessage, UpstreamError> {
-    let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+    let mut events = sse_stream::SseStream::from_bytes_stream(body);
     while let Some(event) = events.next().await {
         let event = event.map_err(|e| closed(upstream, &e))?;
         let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
@@ -258,11 +260,10 @@ async fn answer_in_stream(
 
 /// The whole body, up to [`MAX_RESPONSE_BYTES`].
 async fn limited_body(
-    response: reqwest::Response,
+    mut chunks: BoxStream<'static, io::Result<Bytes>>,
     upstream: &str,
 ) -> Result<Vec<u8>, UpstreamError> {
     let mut body = Vec::new();
-    let mut chunks = response.bytes_stream();
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|e| closed(upstream, &e))?;
         if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
@@ -310,7 +311,8 @@ mod tests {
 
     #[test]
     fn a_call_that_makes_no_request_is_refused_as_never_sent() {
-        let direct = Direct::new("http://127.0.0.1:9/mcp", &[]).expect("a plain URL");
+        let direct = Direct::new("http://127.0.0.1:9/mcp", &[], &Matcher::builder().build())
+            .expect("a plain URL");
         let (meta, cancel) = (RequestMetaObject::default(), CancellationToken::new());
         // (protocol version, tool name, what the refusal names)
         let cases = [

@@ -13,6 +13,7 @@ mod call_answer;
 mod connection;
 mod direct;
 mod listeners;
+mod post;
 mod relay;
 mod resource_subscriptions;
 mod stream_origin;
