@@ -50,8 +50,8 @@ pub(crate) struct Inner {
     pub(crate) session_batches: Option<crate::session_batches::SessionBatches>,
     /// The implicit runs read last (see `sessions`).
     pub(crate) runs: crate::sessions::RunCache,
-    /// Rows last written or read, to write on without reading first (see `remembered`); only
-    /// on a store that takes concurrent writers, where a read is a round trip.
+    /// Rows last written or read, to write on without reading first (see `remembered`); `None`
+    /// without a runtime.
     pub(crate) remembered: Option<Remembered>,
     /// Whether the store took this executor's last heartbeat (see `executor`).
     pub(crate) health: std::sync::Mutex<crate::Health>,
@@ -110,8 +110,7 @@ impl Engine {
             batches: (runtime && store.one_writer_at_a_time())
                 .then(|| crate::group_commit::start(inner.clone())),
             session_batches: (runtime && !store.one_writer_at_a_time()).then(Default::default),
-            remembered: (runtime && !store.one_writer_at_a_time())
-                .then(|| Remembered::new(config.executor_id.clone())),
+            remembered: runtime.then(|| Remembered::new(config.executor_id.clone())),
             store,
             clock,
             config,

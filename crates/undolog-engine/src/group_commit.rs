@@ -371,7 +371,8 @@ impl Engine {
     /// and answered (an error of the store included); `false` when it must run the ordinary way:
     /// the session is not remembered or takes no calls, the call is known to have an earlier
     /// effect, the core would not simply record it, or the store found the memory out of date
-    /// (and wrote nothing).
+    /// (and wrote nothing). A read-only record is answered once written, before the commit, as
+    /// in a batch (see [`Op::answers_before_commit`]).
     async fn run_remembered(&self, op: &mut Op) -> bool {
         let Some(memory) = &self.inner().remembered else {
             return false;
@@ -392,19 +393,25 @@ impl Engine {
         let Some((answer, writes)) = self.decide_remembered(op, &session) else {
             return false;
         };
+        let mut answer = Some(answer);
         let done: Result<Vec<Event>, Error> = async {
             let mut tx = self.begin_for(op.org(), std::slice::from_ref(op)).await?;
             if let Op::Intercept { target, .. } = &*op {
                 tx.lock(target.lock).await?;
-            }
-            if let Some(lookup) = lookup {
-                tx.expect_no_effect(lookup.borrowed()).await?;
+                if let Some(lookup) = &target.lookup {
+                    tx.expect_no_effect(lookup.borrowed()).await?;
+                }
             }
             let expected = Expected {
                 session: Some(&session),
                 effects: &[],
             };
             let events = self.apply_expecting(&mut *tx, &writes, expected).await?;
+            if op.answers_before_commit()
+                && let Some(answer) = answer.take()
+            {
+                self.answer(op, Ok(answer));
+            }
             tx.commit().await?;
             Ok(events)
         }
@@ -412,19 +419,26 @@ impl Engine {
         match done {
             Ok(events) => {
                 self.published(events);
-                self.answer(op, Ok(answer));
+                if let Some(answer) = answer {
+                    self.answer(op, Ok(answer));
+                }
                 true
             }
             // The session changed, or the call has an earlier effect: either way the next
             // operation of the session, and this call again, are read first.
             Err(e) if e.is_changed() => {
-                memory.forget_session(&call.org, &call.session);
-                if let Some(lookup) = lookup {
+                self.forget_rows_of(std::slice::from_ref(op));
+                if let Op::Intercept { call, target, .. } = &*op
+                    && let Some(lookup) = &target.lookup
+                {
                     memory.found(&call.org, lookup);
                 }
                 false
             }
             Err(e) => {
+                if answer.is_none() {
+                    tracing::warn!(error = %e, "the record of a read-only call could not be kept");
+                }
                 self.answer(op, Err(e));
                 true
             }

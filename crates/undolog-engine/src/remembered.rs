@@ -1,6 +1,7 @@
 //! What this engine last wrote or read of the rows it decides on, so that the commonest operations
-//! on a store that takes concurrent writers (PostgreSQL) write without reading first: a new call
-//! in a session it knows, and the outcome of a call it runs. Such an operation is decided by the
+//! write without reading first: a new call in a session it knows, and the outcome of a call it
+//! runs. On PostgreSQL that saves a round trip; on SQLite, a batch's reads (the outcome's effect,
+//! its JSON parsed again), while the batch holds the one write lock. Such an operation is decided by the
 //! core on the remembered rows, and its writes carry their condition, checked by the store where
 //! it writes: the session and the effect are still as remembered (`Tx::replace_session`,
 //! `Tx::replace_effect`), and no earlier effect of the call exists (`Tx::expect_no_effect`).

@@ -1,12 +1,12 @@
-//! The engine on PostgreSQL writes what it remembers without reading it first (`remembered`): a
-//! new call in a session it knows, the outcome of a call it runs. Here the rows change behind its
+//! The engine writes what it remembers without reading it first (`remembered`): a new call in a
+//! session it knows, the outcome of a call it runs. Here the rows change behind its
 //! back, as another gateway or an operator would change them, and it must decide as if it had
 //! read them: the store refuses the write made on an old memory, and the engine reads again.
 
 use std::{collections::HashMap, time::Duration};
 
 use serde_json::json;
-use undolog_engine::{Error, Intercept};
+use undolog_engine::{Engine, Error, Intercept};
 use undolog_store::scratch::ScratchDatabase;
 use undolog_types::{EffectState, SessionState};
 
@@ -14,84 +14,88 @@ use crate::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_of_a_session_two_gateways_share_are_numbered_without_gaps_or_repeats() {
-    let db = ScratchDatabase::new("undolog_test_engine");
-    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
-    for n in 0..8 {
-        // a, a, b, b, a, a, …: each gateway's memory of the session is out of date every other call.
-        let engine = if n / 2 % 2 == 0 { &a } else { &b };
-        run(engine, transfer("s1", n), json!({"id": n})).await;
-    }
-    let effects = a.session_effects(&org(), &session("s1")).await.unwrap();
-    let seqs: Vec<i64> = effects.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (0..8).collect::<Vec<_>>());
-    assert!(effects.iter().all(|e| e.state == EffectState::Committed));
-    let sessions = b.sessions(&org()).await.unwrap();
-    assert_eq!(sessions[0].next_seq, 8);
+    on_both_stores(|a, b| async move {
+        for n in 0..8 {
+            // a, a, b, b, a, a, …: each gateway's memory of the session is out of date every other call.
+            let engine = if n / 2 % 2 == 0 { &a } else { &b };
+            run(engine, transfer("s1", n), json!({"id": n})).await;
+        }
+        let effects = a.session_effects(&org(), &session("s1")).await.unwrap();
+        let seqs: Vec<i64> = effects.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (0..8).collect::<Vec<_>>());
+        assert!(effects.iter().all(|e| e.state == EffectState::Committed));
+        let sessions = b.sessions(&org()).await.unwrap();
+        assert_eq!(sessions[0].next_seq, 8);
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_another_gateway_used_meanwhile_is_refused_not_run() {
-    let db = ScratchDatabase::new("undolog_test_engine");
-    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
-    run(&a, transfer("s1", 1), json!({"id": 1})).await;
-    // The other gateway takes the key for a call of another session: `s1` is unchanged, so
-    // only the check for an earlier effect of the key can tell.
-    run(
-        &b,
-        transfer("s2", 2).with_idempotency_key("k"),
-        json!({"id": 2}),
-    )
-    .await;
-    let reused = a
-        .intercept(transfer("s1", 2).with_idempotency_key("k"))
+    on_both_stores(|a, b| async move {
+        run(&a, transfer("s1", 1), json!({"id": 1})).await;
+        // The other gateway takes the key for a call of another session: `s1` is unchanged, so
+        // only the check for an earlier effect of the key can tell.
+        run(
+            &b,
+            transfer("s2", 2).with_idempotency_key("k"),
+            json!({"id": 2}),
+        )
         .await;
-    assert!(matches!(reused, Err(Error::KeyReused { .. })), "{reused:?}");
-    // The same call again is a replay, from either gateway.
-    for engine in [&a, &b] {
-        let again = engine
-            .intercept(transfer("s2", 2).with_idempotency_key("k"))
-            .await
-            .unwrap();
-        assert!(matches!(again, Intercept::Replay { .. }), "{again:?}");
-    }
-    let effects = a.session_effects(&org(), &session("s1")).await.unwrap();
-    assert_eq!(effects.len(), 1, "nothing recorded for the refused call");
+        let reused = a
+            .intercept(transfer("s1", 2).with_idempotency_key("k"))
+            .await;
+        assert!(matches!(reused, Err(Error::KeyReused { .. })), "{reused:?}");
+        // The same call again is a replay, from either gateway.
+        for engine in [&a, &b] {
+            let again = engine
+                .intercept(transfer("s2", 2).with_idempotency_key("k"))
+                .await
+                .unwrap();
+            assert!(matches!(again, Intercept::Replay { .. }), "{again:?}");
+        }
+        let effects = a.session_effects(&org(), &session("s1")).await.unwrap();
+        assert_eq!(effects.len(), 1, "nothing recorded for the refused call");
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_another_gateway_recorded_meanwhile_is_replayed_not_run_again() {
-    let db = ScratchDatabase::new("undolog_test_engine");
-    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
-    run(&a, transfer("s1", 1), json!({"id": 1})).await;
-    run(&b, transfer("s1", 2), json!({"id": 2})).await;
-    match a.intercept(transfer("s1", 2)).await.unwrap() {
-        Intercept::Replay { result, .. } => assert_eq!(result, json!({"id": 2})),
-        other => panic!("recorded by the other gateway, so replayed: {other:?}"),
-    }
+    on_both_stores(|a, b| async move {
+        run(&a, transfer("s1", 1), json!({"id": 1})).await;
+        run(&b, transfer("s1", 2), json!({"id": 2})).await;
+        match a.intercept(transfer("s1", 2)).await.unwrap() {
+            Intercept::Replay { result, .. } => assert_eq!(result, json!({"id": 2})),
+            other => panic!("recorded by the other gateway, so replayed: {other:?}"),
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outcome_is_not_written_over_one_recorded_meanwhile() {
-    let db = ScratchDatabase::new("undolog_test_engine");
-    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
-    let id = must_execute(&a, transfer("s1", 1)).await;
-    b.fail(&org(), id, "recorded elsewhere first")
-        .await
-        .unwrap();
-    let late = a.commit(&org(), id, json!({"id": 1})).await;
-    assert!(
-        matches!(
-            late,
-            Err(Error::NotPending {
-                state: EffectState::Failed,
-                ..
-            })
-        ),
-        "{late:?}"
-    );
-    let effect = a.effect(&org(), id).await.unwrap();
-    assert_eq!(effect.state, EffectState::Failed);
-    assert_eq!(effect.error.as_deref(), Some("recorded elsewhere first"));
+    on_both_stores(|a, b| async move {
+        let id = must_execute(&a, transfer("s1", 1)).await;
+        b.fail(&org(), id, "recorded elsewhere first")
+            .await
+            .unwrap();
+        let late = a.commit(&org(), id, json!({"id": 1})).await;
+        assert!(
+            matches!(
+                late,
+                Err(Error::NotPending {
+                    state: EffectState::Failed,
+                    ..
+                })
+            ),
+            "{late:?}"
+        );
+        let effect = a.effect(&org(), id).await.unwrap();
+        assert_eq!(effect.state, EffectState::Failed);
+        assert_eq!(effect.error.as_deref(), Some("recorded elsewhere first"));
+    })
+    .await;
 }
 
 /// Outcomes at once join their session's batches; one of them was recorded by another gateway
@@ -99,54 +103,56 @@ async fn an_outcome_is_not_written_over_one_recorded_meanwhile() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outcomes_at_once_keep_theirs_when_one_was_recorded_meanwhile() {
     const AT_ONCE: usize = 16;
-    let db = ScratchDatabase::new("undolog_test_engine");
-    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
-    let mut ids = Vec::new();
-    for n in 0..AT_ONCE {
-        ids.push(must_execute(&a, transfer("s1", n as i64)).await);
-    }
-    b.fail(&org(), ids[AT_ONCE / 2], "recorded elsewhere first")
-        .await
-        .unwrap();
-    let answers = at_once(ids.iter().map(|&id| {
-        let a = a.clone();
-        async move { (id, a.commit(&org(), id, json!({"ok": true})).await) }
-    }))
-    .await;
-    for (id, answer) in answers {
-        let effect = a.effect(&org(), id).await.unwrap();
-        if id == ids[AT_ONCE / 2] {
-            assert!(
-                matches!(
-                    answer,
-                    Err(Error::NotPending {
-                        state: EffectState::Failed,
-                        ..
-                    })
-                ),
-                "{answer:?}"
-            );
-            assert_eq!(effect.state, EffectState::Failed);
-        } else {
-            assert!(answer.is_ok(), "{answer:?}");
-            assert_eq!(effect.state, EffectState::Committed);
+    on_both_stores(|a, b| async move {
+        let mut ids = Vec::new();
+        for n in 0..AT_ONCE {
+            ids.push(must_execute(&a, transfer("s1", n as i64)).await);
         }
-    }
+        b.fail(&org(), ids[AT_ONCE / 2], "recorded elsewhere first")
+            .await
+            .unwrap();
+        let answers = at_once(ids.iter().map(|&id| {
+            let a = a.clone();
+            async move { (id, a.commit(&org(), id, json!({"ok": true})).await) }
+        }))
+        .await;
+        for (id, answer) in answers {
+            let effect = a.effect(&org(), id).await.unwrap();
+            if id == ids[AT_ONCE / 2] {
+                assert!(
+                    matches!(
+                        answer,
+                        Err(Error::NotPending {
+                            state: EffectState::Failed,
+                            ..
+                        })
+                    ),
+                    "{answer:?}"
+                );
+                assert_eq!(effect.state, EffectState::Failed);
+            } else {
+                assert!(answer.is_ok(), "{answer:?}");
+                assert_eq!(effect.state, EffectState::Committed);
+            }
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_closed_meanwhile_takes_no_new_call() {
-    let db = ScratchDatabase::new("undolog_test_engine");
-    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
-    run(&a, transfer("s1", 1), json!({"id": 1})).await;
-    b.close_session(&org(), &session("s1")).await.unwrap();
-    match a.intercept(transfer("s1", 2)).await.unwrap() {
-        Intercept::Rejected { .. } => {}
-        other => panic!("the session is closed: {other:?}"),
-    }
-    let sessions = a.sessions(&org()).await.unwrap();
-    assert_eq!(sessions[0].state, SessionState::Completed);
-    assert_eq!(sessions[0].next_seq, 1);
+    on_both_stores(|a, b| async move {
+        run(&a, transfer("s1", 1), json!({"id": 1})).await;
+        b.close_session(&org(), &session("s1")).await.unwrap();
+        match a.intercept(transfer("s1", 2)).await.unwrap() {
+            Intercept::Rejected { .. } => {}
+            other => panic!("the session is closed: {other:?}"),
+        }
+        let sessions = a.sessions(&org()).await.unwrap();
+        assert_eq!(sessions[0].state, SessionState::Completed);
+        assert_eq!(sessions[0].next_seq, 1);
+    })
+    .await;
 }
 
 /// What the memory saves, seen from the server: how often each conditional write ran.
@@ -187,11 +193,37 @@ async fn new_calls_in_a_known_session_and_their_outcomes_write_without_reading_f
 /// its calls are read and decided again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_at_once_in_a_session_another_gateway_changed_are_read_again() {
-    const AT_ONCE: i64 = 16;
     let db = counting_database();
     let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
-    run(&a, transfer("s1", -1), json!({"id": -1})).await;
-    run(&b, transfer("s1", -2), json!({"id": -2})).await;
+    calls_at_once_after_another_gateway_wrote(&a, &b).await;
+
+    // Every call of the second round was checked by the store, not read first.
+    drop((a, b));
+    let checked = |counted: &HashMap<String, i64>| {
+        counted
+            .get("undolog_expect_no_effect")
+            .copied()
+            .unwrap_or(0)
+    };
+    let counted = function_calls(&db, |c| checked(c) >= AT_ONCE).await;
+    assert!(
+        checked(&counted) >= AT_ONCE,
+        "checked without a read: {counted:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_too_calls_at_once_in_a_session_another_gateway_changed_are_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (file_engine(&dir).await, file_engine(&dir).await);
+    calls_at_once_after_another_gateway_wrote(&a, &b).await;
+}
+
+/// `b` writes to the session `a` remembers; then `a` takes calls at once, twice: every call is
+/// recorded, numbered without gaps.
+async fn calls_at_once_after_another_gateway_wrote(a: &Engine, b: &Engine) {
+    run(a, transfer("s1", -1), json!({"id": -1})).await;
+    run(b, transfer("s1", -2), json!({"id": -2})).await;
     for round in 0..2 {
         // The first round finds `a`'s memory of the session out of date; the second does not.
         let calls: Vec<_> = (0..AT_ONCE)
@@ -208,20 +240,24 @@ async fn calls_at_once_in_a_session_another_gateway_changed_are_read_again() {
     let effects = b.session_effects(&org(), &session("s1")).await.unwrap();
     let seqs: Vec<i64> = effects.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (0..2 + 2 * AT_ONCE).collect::<Vec<_>>());
+}
 
-    // Every call of the second round was checked by the store, not read first.
-    drop((a, b));
-    let checked = |counted: &HashMap<String, i64>| {
-        counted
-            .get("undolog_expect_no_effect")
-            .copied()
-            .unwrap_or(0)
-    };
-    let counted = function_calls(&db, |c| checked(c) >= AT_ONCE).await;
-    assert!(
-        checked(&counted) >= AT_ONCE,
-        "checked without a read: {counted:?}"
-    );
+/// Calls taken at once by one gateway.
+const AT_ONCE: i64 = 16;
+
+/// Runs `test` with two engines on one database, as two gateways share it: on PostgreSQL, then
+/// on one SQLite file.
+async fn on_both_stores<F, Fut>(test: F)
+where
+    F: Fn(Engine, Engine) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let db = ScratchDatabase::new("undolog_test_engine");
+    eprintln!("on PostgreSQL");
+    test(postgres_engine(&db).await, postgres_engine(&db).await).await;
+    let dir = tempfile::tempdir().unwrap();
+    eprintln!("on SQLite");
+    test(file_engine(&dir).await, file_engine(&dir).await).await;
 }
 
 /// A scratch database whose server counts calls of the store's functions.

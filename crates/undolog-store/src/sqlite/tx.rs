@@ -10,7 +10,7 @@ use undolog_types::{
 
 use super::{connection::is_unique_violation, immediate::Immediate, rows::InOrder};
 use crate::{
-    Approval, Effect, Error, Result, Session, Snapshot, Tx,
+    Approval, Effect, EffectLookup, Error, Result, Session, Snapshot, Tx,
     rows::{self, APPROVAL_COLUMNS, EFFECT_COLUMNS, SESSION_COLUMNS},
 };
 
@@ -61,6 +61,88 @@ impl SqliteTx {
         map: fn(&InOrder<'_, '_>) -> Result<T>,
     ) -> Result<Option<T>> {
         Ok(self.fetch_all(sql, binds, map)?.into_iter().next())
+    }
+}
+
+impl SqliteTx {
+    /// Writes what may change of effect `e`; only while the stored one is still `was` (see
+    /// [`Tx::replace_effect`]) when given. How many rows it changed.
+    fn write_effect(&mut self, e: &Effect, was: Option<&Effect>) -> Result<usize> {
+        macro_rules! update {
+            () => {
+                "UPDATE effects SET state = ?, result = ?, error = ?, approval = ?, \
+                 lease_holder = ?, lease_expires_at = ?, updated_at = ?, completed_at = ?, \
+                 resolved_by = ?, verdicts = ? WHERE org = ? AND id = ?"
+            };
+        }
+        const REPLACE: &str = concat!(
+            update!(),
+            " AND state = ? AND error IS ? AND approval IS ? AND lease_holder IS ? \
+             AND lease_expires_at IS ? AND updated_at = ? AND completed_at IS ? \
+             AND resolved_by IS ?"
+        );
+        let (result, verdicts) = (
+            e.result.as_ref().map(serde_json::to_string).transpose()?,
+            e.verdicts.as_ref().map(serde_json::to_string).transpose()?,
+        );
+        let (org, id) = (self.org.as_str(), e.id.to_string());
+        let now = Changeable::of(e);
+        let mut params: Vec<&dyn ToSql> = vec![
+            &now.state,
+            &result,
+            &e.error,
+            &now.approval,
+            &now.lease_holder,
+            &now.lease_expires_at,
+            &now.updated_at,
+            &now.completed_at,
+            &e.resolved_by,
+            &verdicts,
+            &org,
+            &id,
+        ];
+        let before = was.map(Changeable::of);
+        let Some(before) = &before else {
+            return self.statements.execute(update!(), &params);
+        };
+        params.extend_from_slice(&[
+            &before.state,
+            &before.error,
+            &before.approval,
+            &before.lease_holder,
+            &before.lease_expires_at,
+            &before.updated_at,
+            &before.completed_at,
+            &before.resolved_by,
+        ]);
+        self.statements.execute(REPLACE, &params)
+    }
+}
+
+/// The columns of an effect a transaction may change, as SQLite stores them.
+struct Changeable<'a> {
+    state: &'static str,
+    error: &'a Option<String>,
+    approval: Option<String>,
+    lease_holder: Option<&'a str>,
+    lease_expires_at: Option<i64>,
+    updated_at: i64,
+    completed_at: Option<i64>,
+    resolved_by: &'a Option<String>,
+}
+
+impl Changeable<'_> {
+    fn of(e: &Effect) -> Changeable<'_> {
+        Changeable {
+            state: e.state.as_str(),
+            error: &e.error,
+            approval: e.approval.map(|a| a.to_string()),
+            lease_holder: e.lease.as_ref().map(|l| l.holder.as_str()),
+            lease_expires_at: e.lease.as_ref().map(|l| l.expires_at.as_millis()),
+            updated_at: e.updated_at.as_millis(),
+            completed_at: e.completed_at.map(Timestamp::as_millis),
+            resolved_by: &e.resolved_by,
+        }
     }
 }
 
@@ -243,32 +325,82 @@ impl Tx for SqliteTx {
     }
 
     async fn update_effect(&mut self, e: &Effect) -> Result<()> {
-        let changed = self.statements.execute(
-            "UPDATE effects SET state = ?, result = ?, error = ?, approval = ?, lease_holder = ?, \
-             lease_expires_at = ?, updated_at = ?, completed_at = ?, resolved_by = ?, verdicts = ? \
-             WHERE org = ? AND id = ?",
-            params![
-                e.state.as_str(),
-                e.result.as_ref().map(serde_json::to_string).transpose()?,
-                e.error,
-                e.approval.map(|a| a.to_string()),
-                e.lease.as_ref().map(|l| l.holder.as_str()),
-                e.lease.as_ref().map(|l| l.expires_at.as_millis()),
-                e.updated_at.as_millis(),
-                e.completed_at.map(Timestamp::as_millis),
-                e.resolved_by,
-                e.verdicts.as_ref().map(serde_json::to_string).transpose()?,
-                self.org.as_str(),
-                e.id.to_string(),
-            ],
-        )?;
-        if changed == 0 {
-            return Err(Error::NotFound {
+        match self.write_effect(e, None)? {
+            0 => Err(Error::NotFound {
                 what: "effect",
                 id: e.id.to_string(),
-            });
+            }),
+            _ => Ok(()),
         }
-        Ok(())
+    }
+
+    /// One conditional UPDATE: every column a transaction may change is compared (`IS` is
+    /// SQLite's null-safe equality), as PostgreSQL's `undolog_replace_session` does.
+    async fn replace_session(&mut self, was: &Session, s: &Session) -> Result<()> {
+        let changed = self.statements.execute(
+            "UPDATE sessions SET state = ?, next_seq = ?, failed_effect = ?, undo_holder = ?, \
+             undo_expires_at = ?, updated_at = ? \
+             WHERE org = ? AND id = ? AND state = ? AND next_seq = ? AND failed_effect IS ? \
+             AND undo_holder IS ? AND undo_expires_at IS ? AND updated_at = ?",
+            params![
+                s.state.as_str(),
+                s.next_seq,
+                s.failed_effect.map(|e| e.to_string()),
+                s.undo_claim.as_ref().map(|c| c.holder.as_str()),
+                s.undo_claim.as_ref().map(|c| c.expires_at.as_millis()),
+                s.updated_at.as_millis(),
+                self.org.as_str(),
+                was.id.as_str(),
+                was.state.as_str(),
+                was.next_seq,
+                was.failed_effect.map(|e| e.to_string()),
+                was.undo_claim.as_ref().map(|c| c.holder.as_str()),
+                was.undo_claim.as_ref().map(|c| c.expires_at.as_millis()),
+                was.updated_at.as_millis(),
+            ],
+        )?;
+        match changed {
+            0 => Err(Error::Changed {
+                what: "session",
+                id: was.id.to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// One conditional UPDATE, comparing the columns every change of an effect touches, as
+    /// PostgreSQL's `undolog_replace_effect` does (its result and verdicts change only with its
+    /// state).
+    async fn replace_effect(&mut self, was: &Effect, e: &Effect) -> Result<()> {
+        match self.write_effect(e, Some(was))? {
+            0 => Err(Error::Changed {
+                what: "effect",
+                id: was.id.to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// An index probe, no row read.
+    async fn expect_no_effect(&mut self, lookup: EffectLookup<'_>) -> Result<()> {
+        let (sql, value) = match lookup {
+            EffectLookup::Nothing => return Ok(()),
+            EffectLookup::LatestBySignature(signature) => (
+                "SELECT 1 FROM effects WHERE org = ? AND signature = ? LIMIT 1",
+                signature.as_str(),
+            ),
+            EffectLookup::LatestByKey(key) => (
+                "SELECT 1 FROM effects WHERE org = ? AND idempotency_key = ? LIMIT 1",
+                key,
+            ),
+        };
+        match self.fetch_optional(sql, &[&value], |_| Ok(()))? {
+            None => Ok(()),
+            Some(()) => Err(Error::Changed {
+                what: "call",
+                id: value.to_owned(),
+            }),
+        }
     }
 
     async fn session_effects(&mut self, session: &SessionId) -> Result<Vec<Effect>> {
