@@ -1,11 +1,12 @@
 //! How a direct call's POST reaches a Streamable HTTP upstream.
 //!
-//! A plain `http://` URL that no proxy takes (the usual upstream beside the gateway) is posted
-//! with hyper's pooled client (the one reqwest drives), its URI parsed once: reqwest would parse
-//! the URL into a URI again, merge the headers into a map of its own and wrap the request in
-//! futures of its own on every call, a tenth of the gateway's CPU on a read-only call. Anything
-//! else (TLS, a proxy from the environment) goes through reqwest, as the MCP client reaches the
-//! same upstream. Both give the answer in one shape, [`Answer`].
+//! A plain `http://` URL (no credentials in it) that no proxy takes, the usual upstream beside
+//! the gateway, is posted with hyper's pooled client (the one reqwest drives), its URI parsed
+//! once: reqwest would parse the URL into a URI again, merge the headers into a map of its own
+//! and wrap the request in futures of its own on every call, a tenth of the gateway's CPU on a
+//! read-only call. Anything else (TLS, a proxy from the environment, credentials in the URL) goes
+//! through reqwest, as the MCP client reaches the same upstream. Both give the answer in one
+//! shape, [`Answer`].
 
 use std::{io, time::Duration};
 
@@ -55,7 +56,11 @@ impl Poster {
     /// which reqwest follows too.
     pub(super) fn new(url: &str, proxies: &Matcher) -> Option<Poster> {
         let parsed = reqwest::Url::parse(url).ok()?;
-        let plain = (parsed.scheme() == "http").then(|| url.parse::<Uri>().ok());
+        // Credentials in the URL are reqwest's to turn into a header.
+        let plain = parsed.scheme() == "http"
+            && parsed.username().is_empty()
+            && parsed.password().is_none();
+        let plain = plain.then(|| parsed.as_str().parse::<Uri>().ok());
         match plain.flatten() {
             Some(uri) if proxies.intercept(&uri).is_none() => Some(Poster::Plain {
                 client: Box::new(plain_client()),
@@ -145,6 +150,7 @@ mod tests {
             ("http://127.0.0.1:8080/mcp", &none, Some(true)),
             ("http://bank.internal/mcp", &none, Some(true)),
             ("https://bank.example/mcp", &none, Some(false)),
+            ("http://user:secret@bank.internal/mcp", &none, Some(false)),
             ("http://bank.internal/mcp", &proxied, Some(false)),
             ("http://bank.internal/mcp", &except_bank, Some(true)),
             ("not a url", &none, None),
