@@ -102,13 +102,13 @@ async fn an_outcome_is_not_written_over_one_recorded_meanwhile() {
 /// meanwhile. It alone is refused, on the row as read; its neighbours are kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outcomes_at_once_keep_theirs_when_one_was_recorded_meanwhile() {
-    const AT_ONCE: usize = 16;
     on_both_stores(|a, b| async move {
         let mut ids = Vec::new();
         for n in 0..AT_ONCE {
-            ids.push(must_execute(&a, transfer("s1", n as i64)).await);
+            ids.push(must_execute(&a, transfer("s1", n)).await);
         }
-        b.fail(&org(), ids[AT_ONCE / 2], "recorded elsewhere first")
+        let recorded_elsewhere = ids[ids.len() / 2];
+        b.fail(&org(), recorded_elsewhere, "recorded elsewhere first")
             .await
             .unwrap();
         let answers = at_once(ids.iter().map(|&id| {
@@ -118,7 +118,7 @@ async fn outcomes_at_once_keep_theirs_when_one_was_recorded_meanwhile() {
         .await;
         for (id, answer) in answers {
             let effect = a.effect(&org(), id).await.unwrap();
-            if id == ids[AT_ONCE / 2] {
+            if id == recorded_elsewhere {
                 assert!(
                     matches!(
                         answer,

@@ -105,9 +105,10 @@ impl Poster {
 
 impl Failed {
     fn new(connect: bool, error: &dyn std::fmt::Display) -> Failed {
-        match connect {
-            true => Failed::Connect(error.to_string()),
-            false => Failed::Broken(error.to_string()),
+        if connect {
+            Failed::Connect(error.to_string())
+        } else {
+            Failed::Broken(error.to_string())
         }
     }
 }

@@ -62,25 +62,10 @@ impl SqliteTx {
     ) -> Result<Option<T>> {
         Ok(self.fetch_all(sql, binds, map)?.into_iter().next())
     }
-}
 
-impl SqliteTx {
     /// Writes what may change of effect `e`; only while the stored one is still `was` (see
     /// [`Tx::replace_effect`]) when given. How many rows it changed.
     fn write_effect(&mut self, e: &Effect, was: Option<&Effect>) -> Result<usize> {
-        macro_rules! update {
-            () => {
-                "UPDATE effects SET state = ?, result = ?, error = ?, approval = ?, \
-                 lease_holder = ?, lease_expires_at = ?, updated_at = ?, completed_at = ?, \
-                 resolved_by = ?, verdicts = ? WHERE org = ? AND id = ?"
-            };
-        }
-        const REPLACE: &str = concat!(
-            update!(),
-            " AND state = ? AND error IS ? AND approval IS ? AND lease_holder IS ? \
-             AND lease_expires_at IS ? AND updated_at = ? AND completed_at IS ? \
-             AND resolved_by IS ?"
-        );
         let (result, verdicts) = (
             e.result.as_ref().map(serde_json::to_string).transpose()?,
             e.verdicts.as_ref().map(serde_json::to_string).transpose()?,
@@ -90,20 +75,20 @@ impl SqliteTx {
         let mut params: Vec<&dyn ToSql> = vec![
             &now.state,
             &result,
-            &e.error,
+            &now.error,
             &now.approval,
             &now.lease_holder,
             &now.lease_expires_at,
             &now.updated_at,
             &now.completed_at,
-            &e.resolved_by,
+            &now.resolved_by,
             &verdicts,
             &org,
             &id,
         ];
         let before = was.map(Changeable::of);
         let Some(before) = &before else {
-            return self.statements.execute(update!(), &params);
+            return self.statements.execute(UPDATE_EFFECT, &params);
         };
         params.extend_from_slice(&[
             &before.state,
@@ -115,7 +100,7 @@ impl SqliteTx {
             &before.completed_at,
             &before.resolved_by,
         ]);
-        self.statements.execute(REPLACE, &params)
+        self.statements.execute(&REPLACE_EFFECT, &params)
     }
 }
 
@@ -154,7 +139,7 @@ impl Statements {
     }
 }
 
-/// The statements whose columns are spelled once in [`crate::rows`], built once.
+/// Statements put together once from their parts (columns spelled once in [`crate::rows`]).
 macro_rules! select {
     ($name:ident, $($part:expr),+ $(,)?) => {
         static $name: LazyLock<String> = LazyLock::new(|| [$($part),+].concat());
@@ -183,6 +168,16 @@ select!(
     "SELECT ",
     EFFECT_COLUMNS,
     " FROM effects WHERE org = ? AND id = ?"
+);
+/// What may change of an effect; [`REPLACE_EFFECT`] only while it is still as remembered.
+const UPDATE_EFFECT: &str = "UPDATE effects SET state = ?, result = ?, error = ?, approval = ?, \
+     lease_holder = ?, lease_expires_at = ?, updated_at = ?, completed_at = ?, resolved_by = ?, \
+     verdicts = ? WHERE org = ? AND id = ?";
+select!(
+    REPLACE_EFFECT,
+    UPDATE_EFFECT,
+    " AND state = ? AND error IS ? AND approval IS ? AND lease_holder IS ? \
+     AND lease_expires_at IS ? AND updated_at = ? AND completed_at IS ? AND resolved_by IS ?"
 );
 select!(
     BY_SIGNATURE,
