@@ -13,6 +13,8 @@
 
 use std::{borrow::Cow, collections::HashMap, future::Future};
 
+use futures::{FutureExt as _, future::Either};
+
 use opentelemetry::{
     Context, KeyValue,
     context::FutureExt,
@@ -123,59 +125,59 @@ impl Traces {
         parent.with_span(span)
     }
 
-    /// Runs `work` in a child span of the current one, named `name`.
-    pub(crate) async fn in_span<T>(
+    /// Runs `work` in a child span of the current one, which `span` names and describes when
+    /// traces are exported (it is not called otherwise: no name is formatted per call for
+    /// nothing).
+    ///
+    /// A plain function that returns a combinator, like the wrappers below, not an `async fn`:
+    /// an async wrapper holds the future it was given and the future it awaits side by side, so
+    /// every layer of wrappers doubles the size of what the next one moves.
+    fn within<T>(
         &self,
-        name: impl Into<Cow<'static, str>>,
-        attributes: Vec<KeyValue>,
+        span: impl FnOnce() -> (String, SpanKind, Vec<KeyValue>),
         work: impl Future<Output = T>,
-    ) -> T {
-        self.within(name, SpanKind::Internal, attributes, work)
-            .await
-    }
-
-    async fn within<T>(
-        &self,
-        name: impl Into<Cow<'static, str>>,
-        kind: SpanKind,
-        attributes: Vec<KeyValue>,
-        work: impl Future<Output = T>,
-    ) -> T {
-        match self.child(name, kind, attributes) {
-            Some(cx) => {
-                let answer = work.with_context(cx.clone()).await;
-                cx.span().end();
-                answer
-            }
-            None => work.await,
+    ) -> impl Future<Output = T> {
+        let cx = self.exporting.as_ref().and_then(|_| {
+            let (name, kind, attributes) = span();
+            self.child(name, kind, attributes)
+        });
+        match cx {
+            Some(cx) => Either::Left(
+                work.with_context(cx.clone())
+                    .inspect(move |_| cx.span().end()),
+            ),
+            None => Either::Right(work),
         }
     }
 
     /// Runs one engine operation (a store transaction) in a span of its own: a client span when
     /// the engine is another process (the request carries it as `traceparent`).
-    pub(crate) async fn store<T>(
+    pub(crate) fn store<T>(
         &self,
         operation: &'static str,
         work: impl Future<Output = T>,
-    ) -> T {
-        let (kind, attributes) = match self.store_system {
-            Some(system) => (
-                SpanKind::Internal,
-                vec![
-                    KeyValue::new("db.system.name", system),
-                    KeyValue::new("db.operation.name", operation),
-                ],
-            ),
-            None => (
-                SpanKind::Client,
-                vec![
-                    KeyValue::new("rpc.system.name", "grpc"),
-                    KeyValue::new("undolog.store.operation", operation),
-                ],
-            ),
+    ) -> impl Future<Output = T> {
+        let system = self.store_system;
+        let span = move || {
+            let (kind, attributes) = match system {
+                Some(system) => (
+                    SpanKind::Internal,
+                    vec![
+                        KeyValue::new("db.system.name", system),
+                        KeyValue::new("db.operation.name", operation),
+                    ],
+                ),
+                None => (
+                    SpanKind::Client,
+                    vec![
+                        KeyValue::new("rpc.system.name", "grpc"),
+                        KeyValue::new("undolog.store.operation", operation),
+                    ],
+                ),
+            };
+            (format!("store {operation}"), kind, attributes)
         };
-        self.within(format!("store {operation}"), kind, attributes, work)
-            .await
+        self.within(span, work)
     }
 
     /// The server span of one request to the engine over gRPC (`path` is
@@ -196,17 +198,23 @@ impl Traces {
     }
 
     /// Runs the interceptor chain of one phase (`request`, `response`) in a span of its own.
-    pub(crate) async fn interceptors<T>(
+    pub(crate) fn interceptors<T>(
         &self,
         phase: &'static str,
         work: impl Future<Output = T>,
-    ) -> T {
-        let attributes = vec![
-            KeyValue::new("mcp.method.name", "tools/call"),
-            KeyValue::new("undolog.interceptors.phase", phase),
-        ];
-        self.in_span(format!("interceptors {phase}"), attributes, work)
-            .await
+    ) -> impl Future<Output = T> {
+        let span = move || {
+            let attributes = vec![
+                KeyValue::new("mcp.method.name", "tools/call"),
+                KeyValue::new("undolog.interceptors.phase", phase),
+            ];
+            (
+                format!("interceptors {phase}"),
+                SpanKind::Internal,
+                attributes,
+            )
+        };
+        self.within(span, work)
     }
 
     /// The client span of the call sent upstream, its `traceparent` written into `meta`.

@@ -290,7 +290,9 @@ impl Upstreams {
         if let Some(route) = self.catalogs.read().await.of(era).tools.get(exposed) {
             return Ok(route.clone());
         }
-        self.refresh().await;
+        // Boxed: every call awaits this lookup, and only a miss refreshes (a future of kilobytes
+        // that the call's own would otherwise carry and copy).
+        Box::pin(self.refresh()).await;
         let catalogs = self.catalogs.read().await;
         let catalog = catalogs.of(era);
         if let Some(route) = catalog.tools.get(exposed) {
@@ -314,7 +316,7 @@ impl Upstreams {
         if let Some(route) = self.catalogs.read().await.of(era).prompts.get(exposed) {
             return Some(route.clone());
         }
-        self.refresh().await;
+        Box::pin(self.refresh()).await;
         self.catalogs
             .read()
             .await
