@@ -725,13 +725,15 @@ impl Gateway {
         let outcome = match answer {
             Ok(ServerResult::CallToolResult(result)) => {
                 let result = results::stored(&result);
-                let response = self.interceptors.tool_response(&result, context);
+                let response = self.interceptors.tool_response_if_watched(&result, context);
                 answered = match self.traces.interceptors("response", response).await {
-                    ResponseVerdict::Pass { result, record } => {
+                    // No chain looks at results: the client gets the result as it is logged.
+                    None => None,
+                    Some(ResponseVerdict::Pass { result, record }) => {
                         response_record = record;
                         Some(result)
                     }
-                    ResponseVerdict::Blocked { error, record } => {
+                    Some(ResponseVerdict::Blocked { error, record }) => {
                         blocked = Some(error);
                         response_record = Some(record);
                         None

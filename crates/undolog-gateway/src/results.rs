@@ -5,6 +5,7 @@ use rmcp::model::{
     CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, InputRequiredResult,
     MetaObject, ResultType,
 };
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 use crate::calls::Outcome;
@@ -203,7 +204,8 @@ fn replay_noted(mut result: CallToolResult, effect: undolog_types::EffectId) -> 
 }
 
 fn recorded(result: &Value) -> CallToolResult {
-    let mut result: CallToolResult = serde_json::from_value(result.clone()).unwrap_or_else(|_| {
+    // Read from the value where it is: `from_value` would take a copy of the whole tree first.
+    let mut result = CallToolResult::deserialize(result).unwrap_or_else(|_| {
         CallToolResult::error(vec![ContentBlock::text(
             "the recorded result cannot be read back as an MCP tool result",
         )])

@@ -179,6 +179,20 @@ impl Interceptors {
         })
     }
 
+    /// [`Interceptors::tool_response`] for a caller that keeps the result itself: `None` when no
+    /// chain looks at `tools/call` results, which then pass as they are, not copied for it.
+    pub(crate) fn tool_response_if_watched<'a>(
+        &'a self,
+        result: &'a Value,
+        context: &'a InvocationContext,
+    ) -> Phased<'a, Option<ResponseVerdict>> {
+        self.phase(
+            Phase::Response,
+            || None,
+            || async move { Some(self.chain_response(result, context).await) },
+        )
+    }
+
     async fn chain_response(&self, result: &Value, context: &InvocationContext) -> ResponseVerdict {
         let request =
             ChainRequest::new(EVENT, Phase::Response, result.clone()).with_context(context.clone());
