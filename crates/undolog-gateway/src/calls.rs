@@ -338,7 +338,7 @@ impl Gateway {
         self: &Arc<Self>,
         mut call: ToolCall,
         caller: &Caller,
-        route: crate::upstream::Route<rmcp::model::Tool>,
+        route: Arc<crate::upstream::Route<rmcp::model::Tool>>,
         policy: undolog_engine::ToolPolicy,
     ) -> Result<Outcome, Error> {
         let (read_only, idempotent) = (policy.tier == Tier::ReadOnly, policy.idempotent);

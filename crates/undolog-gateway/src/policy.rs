@@ -53,7 +53,8 @@ pub(crate) fn explain(
     tool: &Tool,
     trust_annotations: bool,
 ) -> (ToolPolicy, TierSource) {
-    let settings = config.tools.get(exposed).cloned().unwrap_or_default();
+    let unset = ToolSettings::default();
+    let settings = config.tools.get(exposed).unwrap_or(&unset);
     let hints = tool.annotations.as_ref();
     let read_only_hint = hints.and_then(|a| a.read_only_hint).unwrap_or(false);
     let destructive_hint = hints.and_then(|a| a.destructive_hint).unwrap_or(false);
@@ -64,17 +65,17 @@ pub(crate) fn explain(
         None if trust_annotations && read_only_hint => (Tier::ReadOnly, TierSource::ReadOnlyHint),
         None => (config.default_tier, TierSource::Default),
     };
-    let ToolSettings {
-        requires_approval,
-        idempotent,
-        compensation,
-        ..
-    } = settings;
     let policy = ToolPolicy {
         tier,
-        compensation: compensation.filter(|_| tier == Tier::Compensable),
-        idempotent: idempotent.unwrap_or(trust_annotations && idempotent_hint),
-        requires_approval: requires_approval.unwrap_or(false),
+        // Copied only where it applies: a call of any other tier carries none.
+        compensation: match tier {
+            Tier::Compensable => settings.compensation.clone(),
+            _ => None,
+        },
+        idempotent: settings
+            .idempotent
+            .unwrap_or(trust_annotations && idempotent_hint),
+        requires_approval: settings.requires_approval.unwrap_or(false),
     };
     (policy, source)
 }

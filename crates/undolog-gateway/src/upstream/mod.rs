@@ -44,7 +44,8 @@ pub(crate) struct Route<T> {
 struct Catalog {
     /// The upstreams that have answered a tool list at least once; the others' tools are unknown.
     listed: std::collections::BTreeSet<usize>,
-    tools: BTreeMap<String, Route<Tool>>,
+    /// Shared: every call looks its tool up, and takes its route without copying the tool.
+    tools: BTreeMap<String, Arc<Route<Tool>>>,
     prompts: BTreeMap<String, Route<Prompt>>,
     /// How long clients may cache each list, from what the upstreams said.
     tools_hint: CacheHint,
@@ -202,9 +203,12 @@ impl Upstreams {
             if listed.tools.is_some() || old.listed.contains(&index) {
                 catalog.listed.insert(index);
             }
-            let (tools, hint) = listed
-                .tools
-                .unwrap_or_else(|| (kept(&old.tools, index), CacheHint::UNKNOWN));
+            let (tools, hint) = listed.tools.unwrap_or_else(|| {
+                (
+                    kept(old.tools.values().map(|r| &**r), index),
+                    CacheHint::UNKNOWN,
+                )
+            });
             tools_hints.push(hint);
             for tool in tools {
                 let name = tool.name.to_string();
@@ -213,16 +217,16 @@ impl Upstreams {
                 item.name = exposed.clone().into();
                 catalog.tools.insert(
                     exposed,
-                    Route {
+                    Arc::new(Route {
                         upstream: index,
                         name,
                         item,
-                    },
+                    }),
                 );
             }
             let (prompts, hint) = listed
                 .prompts
-                .unwrap_or_else(|| (kept(&old.prompts, index), CacheHint::UNKNOWN));
+                .unwrap_or_else(|| (kept(old.prompts.values(), index), CacheHint::UNKNOWN));
             prompts_hints.push(hint);
             for prompt in prompts {
                 let name = prompt.name.clone();
@@ -268,7 +272,7 @@ impl Upstreams {
         let catalogs = self.catalogs.read().await;
         let catalog = catalogs.of(era);
         (
-            catalog.tools.values().cloned().collect(),
+            catalog.tools.values().map(|r| (**r).clone()).collect(),
             catalog.tools_hint,
         )
     }
@@ -286,7 +290,11 @@ impl Upstreams {
     /// Finds a tool by its exposed name in `era`, listing the upstreams again once if it is
     /// unknown. Not found: the names of the upstreams that could offer it but have never listed
     /// their tools (they were down from the start), empty when every upstream has listed.
-    pub(crate) async fn tool(&self, era: Era, exposed: &str) -> Result<Route<Tool>, Vec<String>> {
+    pub(crate) async fn tool(
+        &self,
+        era: Era,
+        exposed: &str,
+    ) -> Result<Arc<Route<Tool>>, Vec<String>> {
         if let Some(route) = self.catalogs.read().await.of(era).tools.get(exposed) {
             return Ok(route.clone());
         }
@@ -384,9 +392,11 @@ async fn list(conn: &Connection, era: Era) -> Listed {
 }
 
 /// What upstream `index` listed last time, under the names the upstream uses.
-fn kept<T: Clone + Renamable>(old: &BTreeMap<String, Route<T>>, index: usize) -> Vec<T> {
-    old.values()
-        .filter(|r| r.upstream == index)
+fn kept<'a, T: Clone + Renamable + 'a>(
+    old: impl Iterator<Item = &'a Route<T>>,
+    index: usize,
+) -> Vec<T> {
+    old.filter(|r| r.upstream == index)
         .map(|r| r.item.clone().renamed(&r.name))
         .collect()
 }
