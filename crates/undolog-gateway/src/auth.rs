@@ -222,7 +222,9 @@ impl Gateway {
         if let Some(principal) = self.key_cache.get(&hash) {
             return Ok(principal);
         }
-        let principal = remote.authenticate(presented.clone()).await?;
+        // Boxed, as a token's check below: every request's future holds this one, and only a
+        // credential not remembered needs the request to the engine.
+        let principal = Box::pin(remote.authenticate(presented.clone())).await?;
         self.key_cache.put(hash, principal.clone());
         Ok(principal)
     }
@@ -246,16 +248,17 @@ impl Gateway {
             .transpose()?;
         let principal = match (bearer, &self.oauth) {
             // API keys are `ul_…`; anything else is the authorization server's token.
-            (Some(token), Some(oauth)) if !token.starts_with(KEY_PREFIX) => oauth
-                .principal(token)
-                .await
-                .map_err(|refusal| match refusal {
-                    crate::oauth::Refusal::Invalid(why) => Error::InvalidToken(why),
-                    crate::oauth::Refusal::NoRole(why) => Error::RoleMissing {
-                        needed: Role::Agent,
-                        message: why,
-                    },
-                })?,
+            (Some(token), Some(oauth)) if !token.starts_with(KEY_PREFIX) => {
+                Box::pin(oauth.principal(token))
+                    .await
+                    .map_err(|refusal| match refusal {
+                        crate::oauth::Refusal::Invalid(why) => Error::InvalidToken(why),
+                        crate::oauth::Refusal::NoRole(why) => Error::RoleMissing {
+                            needed: Role::Agent,
+                            message: why,
+                        },
+                    })?
+            }
             (Some(secret), _) => self.principal_of_key(secret).await?,
             (None, _) if self.open_mode().await? => Principal::open(),
             (None, Some(oauth)) => {

@@ -1117,6 +1117,18 @@ mod tests {
         assert!(size <= 2 * 1024, "a call's future is {size} bytes");
     }
 
+    /// Every request awaits its credential's check in its middleware's future, which is boxed
+    /// and copied per request; the rare parts (a token to verify, a key to ask the engine
+    /// about) are boxed apart, so the check weighs a few hundred bytes.
+    #[tokio::test]
+    async fn a_credentials_check_is_small_enough_to_carry_on_every_request() {
+        let gateway = gateway().await;
+        let headers = http::HeaderMap::new();
+        let future = gateway.authenticate(&headers);
+        let size = std::mem::size_of_val(&future);
+        assert!(size <= 1024, "a credential's check is {size} bytes");
+    }
+
     /// The layers around a store operation (its timing, its trace span) add a few bytes to the
     /// future they wrap, not a copy of it each.
     #[tokio::test]
