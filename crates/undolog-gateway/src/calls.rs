@@ -455,8 +455,9 @@ impl Gateway {
                     // The recorded answer goes through the response phase like a fresh one.
                     let response = self.interceptors.tool_response(&result, &context);
                     let result = match self.traces.interceptors("response", response).await {
-                        ResponseVerdict::Pass { result, .. } => result,
-                        ResponseVerdict::Blocked { error, .. } => {
+                        None => result,
+                        Some(ResponseVerdict::Pass { result, .. }) => result,
+                        Some(ResponseVerdict::Blocked { error, .. }) => {
                             return Err(Error::Intercepted {
                                 effect_id: Some(effect_id),
                                 error,
@@ -725,7 +726,7 @@ impl Gateway {
         let outcome = match answer {
             Ok(ServerResult::CallToolResult(result)) => {
                 let result = results::stored(&result);
-                let response = self.interceptors.tool_response_if_watched(&result, context);
+                let response = self.interceptors.tool_response(&result, context);
                 answered = match self.traces.interceptors("response", response).await {
                     // No chain looks at results: the client gets the result as it is logged.
                     None => None,

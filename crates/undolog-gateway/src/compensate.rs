@@ -104,8 +104,9 @@ impl Compensator for UpstreamCompensator<'_> {
         };
         let result = results::stored(&result);
         let result = match gateway.interceptors.tool_response(&result, &context).await {
-            ResponseVerdict::Pass { result, .. } => result,
-            ResponseVerdict::Blocked { error, .. } => {
+            None => result,
+            Some(ResponseVerdict::Pass { result, .. }) => result,
+            Some(ResponseVerdict::Blocked { error, .. }) => {
                 return Err(format!(
                     "the interceptor chain refused the compensation's result: {}",
                     error.message

@@ -164,24 +164,9 @@ impl Interceptors {
     }
 
     /// The response phase of a `tools/call` (the result comes back to the gateway as a client:
-    /// validate, then mutate).
+    /// validate, then mutate). `None` when no chain looks at `tools/call` results: the result
+    /// passes as it is, and nothing is copied for a verdict.
     pub(crate) fn tool_response<'a>(
-        &'a self,
-        result: &'a Value,
-        context: &'a InvocationContext,
-    ) -> Phased<'a, ResponseVerdict> {
-        let pass = || ResponseVerdict::Pass {
-            result: result.clone(),
-            record: None,
-        };
-        self.phase(Phase::Response, pass, || {
-            self.chain_response(result, context)
-        })
-    }
-
-    /// [`Interceptors::tool_response`] for a caller that keeps the result itself: `None` when no
-    /// chain looks at `tools/call` results, which then pass as they are, not copied for it.
-    pub(crate) fn tool_response_if_watched<'a>(
         &'a self,
         result: &'a Value,
         context: &'a InvocationContext,

@@ -171,8 +171,9 @@ impl Gateway {
         let context = interceptors::context(&call.org, &session, call.meta.as_ref());
         let (answer, response_record) =
             match self.interceptors.tool_response(&result, &context).await {
-                ResponseVerdict::Pass { result, record } => (Ok(result), record),
-                ResponseVerdict::Blocked { error, record } => (Err(error), Some(record)),
+                None => (Ok(result.clone()), None),
+                Some(ResponseVerdict::Pass { result, record }) => (Ok(result), record),
+                Some(ResponseVerdict::Blocked { error, record }) => (Err(error), Some(record)),
             };
         let verdicts = interceptors::verdicts(None, response_record.as_ref());
         let recorded = match results::tool_error(&result) {
