@@ -18,7 +18,14 @@ mod relay;
 mod resource_subscriptions;
 mod stream_origin;
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use rmcp::model::{Prompt, Resource, Tool};
 use tokio::sync::RwLock;
@@ -107,6 +114,10 @@ pub(crate) struct Upstreams {
     catalogs: RwLock<Catalogs>,
     /// What the last listing said of each upstream (for start-up reports and `undolog check`).
     statuses: std::sync::Mutex<Vec<UpstreamStatus>>,
+    /// Listings begun because a name was not in the catalog, and the lock one of them holds
+    /// while it runs (see [`Upstreams::list_again_after_a_miss`]).
+    miss_listings: AtomicU64,
+    miss_listing: tokio::sync::Mutex<()>,
     /// The client listen streams every upstream change goes to.
     pub(crate) listeners: Arc<Listeners>,
     /// Ends the standing upstream listens when the gateway goes.
@@ -136,6 +147,8 @@ impl Upstreams {
             separator: separator.to_owned(),
             catalogs: RwLock::default(),
             statuses: std::sync::Mutex::default(),
+            miss_listings: AtomicU64::new(0),
+            miss_listing: tokio::sync::Mutex::new(()),
             listeners,
             watching: tokio_util::sync::CancellationToken::new(),
         };
@@ -193,6 +206,20 @@ impl Upstreams {
         let mut catalogs = self.catalogs.write().await;
         catalogs.session = self.merged(&catalogs.session, session);
         catalogs.stateless = self.merged(&catalogs.stateless, stateless);
+    }
+
+    /// Lists the upstreams again because a name was not in the catalog, unless a listing that
+    /// began after the miss ended meanwhile. Misses that arrive together (a burst of calls to a
+    /// name no upstream offers, which any agent can send) share one listing, one at a time,
+    /// instead of each asking every upstream for everything; a tool added upstream before the
+    /// miss is still found, as the listing that answers it began after the miss.
+    async fn list_again_after_a_miss(&self) {
+        let begun_before = self.miss_listings.load(Ordering::Acquire);
+        let _one_at_a_time = self.miss_listing.lock().await;
+        if self.miss_listings.load(Ordering::Acquire) == begun_before {
+            self.miss_listings.fetch_add(1, Ordering::AcqRel);
+            self.refresh().await;
+        }
     }
 
     /// One era's catalog from what each upstream listed (or, where it could not, from `old`).
@@ -287,8 +314,8 @@ impl Upstreams {
         )
     }
 
-    /// Finds a tool by its exposed name in `era`, listing the upstreams again once if it is
-    /// unknown. Not found: the names of the upstreams that could offer it but have never listed
+    /// Finds a tool by its exposed name in `era`, listing the upstreams again if it is
+    /// unknown (one listing for the misses around it). Not found: the names of the upstreams that could offer it but have never listed
     /// their tools (they were down from the start), empty when every upstream has listed.
     pub(crate) async fn tool(
         &self,
@@ -300,7 +327,7 @@ impl Upstreams {
         }
         // Boxed: every call awaits this lookup, and only a miss refreshes (a future of kilobytes
         // that the call's own would otherwise carry and copy).
-        Box::pin(self.refresh()).await;
+        Box::pin(self.list_again_after_a_miss()).await;
         let catalogs = self.catalogs.read().await;
         let catalog = catalogs.of(era);
         if let Some(route) = catalog.tools.get(exposed) {
@@ -324,7 +351,7 @@ impl Upstreams {
         if let Some(route) = self.catalogs.read().await.of(era).prompts.get(exposed) {
             return Some(route.clone());
         }
-        Box::pin(self.refresh()).await;
+        Box::pin(self.list_again_after_a_miss()).await;
         self.catalogs
             .read()
             .await

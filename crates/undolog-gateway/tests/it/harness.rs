@@ -393,6 +393,15 @@ impl TestGateway {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// One stateless `tools/call` with `params` (name, arguments, `_meta`), without a key or
+    /// capabilities; its JSON-RPC response, which must come within 20 s with HTTP 200.
+    pub(crate) async fn tools_call(&self, params: Value) -> Value {
+        let limit = Duration::from_secs(20);
+        let (status, answer) = self.rpc(None, "tools/call", params, json!({}), limit).await;
+        assert_eq!(status, 200, "{answer}");
+        answer
+    }
+
     /// One stateless 2026-07-28 JSON-RPC request to `/mcp` with `key`, declaring
     /// `capabilities` in its `_meta` and the routing headers its method asks for; the HTTP status
     /// and the JSON-RPC response. No request may stay open longer than `limit`.
@@ -630,4 +639,25 @@ pub(crate) fn text(result: &Value) -> String {
                 .join("\n")
         })
         .unwrap_or_default()
+}
+
+/// Serves `server` (rmcp's own server, in this process) over Streamable HTTP; its URL,
+/// `http://127.0.0.1:PORT/mcp`.
+pub(crate) async fn serve_mcp<S>(server: S) -> String
+where
+    S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
+{
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().route_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    url
 }

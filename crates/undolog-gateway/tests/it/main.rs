@@ -4,6 +4,7 @@
 //! agent frameworks' own clients (langchain-mcp-adapters, the OpenAI Agents SDK, the Inspector CLI).
 
 mod bad_input;
+mod catalog_misses;
 mod clients;
 mod config;
 mod conformance;

@@ -111,17 +111,7 @@ async fn call(gw: &TestGateway, tool: &str, arguments: Value, traceparent: &str)
         "arguments": arguments,
         "_meta": {"traceparent": traceparent, "tracestate": "vendor=1"},
     });
-    let (status, answer) = gw
-        .rpc(
-            None,
-            "tools/call",
-            params,
-            json!({}),
-            Duration::from_secs(20),
-        )
-        .await;
-    assert_eq!(status, 200, "{answer}");
-    answer
+    gw.tools_call(params).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,7 +21,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use crate::harness::TestGateway;
+use crate::harness::{TestGateway, serve_mcp};
 
 /// A tool server whose `render` runs as a task: it asks the client for a `title` (an
 /// `elicitation/create` input request), works `seconds`, then answers with the title. Every
@@ -125,23 +125,6 @@ impl ServerHandler for Renderer {
     }
 }
 
-/// Serves `renderer` at `http://127.0.0.1:PORT/mcp`.
-async fn serve(renderer: Renderer) -> String {
-    use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-    };
-    let service = StreamableHttpService::new(
-        move || Ok(renderer.clone()),
-        LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default(),
-    );
-    let router = axum::Router::new().route_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    url
-}
-
 fn tasks() -> Value {
     json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}})
 }
@@ -176,7 +159,7 @@ async fn gateway(url: &str) -> TestGateway {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_task_is_followed_through_its_input_request_to_its_recorded_result() {
     let renderer = Renderer::default();
-    let gw = gateway(&serve(renderer.clone()).await).await;
+    let gw = gateway(&serve_mcp(renderer.clone()).await).await;
 
     let created = rpc(
         &gw,
@@ -226,7 +209,7 @@ async fn an_upstream_task_is_followed_through_its_input_request_to_its_recorded_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_the_gateways_task_cancels_the_upstreams() {
     let renderer = Renderer::default();
-    let gw = gateway(&serve(renderer.clone()).await).await;
+    let gw = gateway(&serve_mcp(renderer.clone()).await).await;
     let created = rpc(
         &gw,
         "tools/call",
