@@ -314,9 +314,10 @@ impl Upstreams {
         )
     }
 
-    /// Finds a tool by its exposed name in `era`, listing the upstreams again if it is
-    /// unknown (one listing for the misses around it). Not found: the names of the upstreams that could offer it but have never listed
-    /// their tools (they were down from the start), empty when every upstream has listed.
+    /// Finds a tool by its exposed name in `era`, listing the upstreams again if it is unknown
+    /// (one listing for the misses around it). Not found: the names of the upstreams that could
+    /// offer it but have never listed their tools (they were down from the start), empty when
+    /// every upstream has listed.
     pub(crate) async fn tool(
         &self,
         era: Era,
