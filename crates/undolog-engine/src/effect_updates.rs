@@ -16,10 +16,10 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::Weak,
+    sync::{Arc, Weak},
 };
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use undolog_store::Effect;
 use undolog_types::{EffectId, OrgId};
 
@@ -55,16 +55,33 @@ const BATCHES_IN_FLIGHT: usize = 2;
 /// The most updates one transaction carries.
 const MAX_BATCH: usize = 256;
 
-/// Starts the task; it ends when the engine is dropped.
+/// Starts the task that takes whatever has gathered on the queue once the tasks ready to run have
+/// run (up to [`MAX_BATCH`], at least one), with at most [`BATCHES_IN_FLIGHT`] batches at once:
+/// while they are busy, the next batch gathers. It ends when the engine is dropped.
 pub(crate) fn start(engine: Weak<Inner>) -> mpsc::UnboundedSender<Update> {
-    crate::group_commit::batcher(
-        engine,
-        MAX_BATCH,
-        BATCHES_IN_FLIGHT,
-        |engine, batch| async move {
-            engine.run_batch(batch).await;
-        },
-    )
+    let (sender, mut queue) = mpsc::unbounded_channel::<Update>();
+    tokio::spawn(async move {
+        let permits = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+        while let Some(first) = queue.recv().await {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            // Every task ready to run goes first, so updates that became ready together (their
+            // upstreams answered) are in this batch. Tokio runs a woken task right after the one
+            // that woke it: without this, the first update's hand-off would cut a batch of that
+            // update alone, and each such batch pays a COMMIT.
+            tokio::task::yield_now().await;
+            let batch = crate::group_commit::gathered(first, &mut queue, MAX_BATCH);
+            let Some(inner) = engine.upgrade() else {
+                break;
+            };
+            tokio::spawn(async move {
+                Engine::from_inner(inner).run_batch(batch).await;
+                drop(permit);
+            });
+        }
+    });
+    sender
 }
 
 impl Engine {

@@ -1,6 +1,6 @@
 //! Group commit of intercepts, read-only records and effect updates (outcomes), on a store that
 //! runs one writer at a time (SQLite). Each operation is a short read-decide-write; its cost is the
-//! COMMIT, which waits for the disk. Operations that arrive together are queued to one task, which
+//! COMMIT, which waits for the disk. Operations that arrive together are queued to one thread, which
 //! carries out whatever has gathered in one transaction per org, one after another (each sees the
 //! writes of those before it), and commits once: one fsync for the batch. Each caller waits for the
 //! commit that carries its writes and then gets its own answer: nothing is answered before it is on
@@ -12,13 +12,10 @@
 //! ends the batch with nothing written, and each of its operations is carried out again in a
 //! transaction of its own, so one bad write never fails its neighbours.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Weak},
-};
+use std::{collections::HashMap, sync::Weak};
 
 use serde_json::Value;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use undolog_store::{Session, Tx};
 use undolog_types::{EffectId, LockKey, OrgId, SessionState, Timestamp};
 
@@ -131,8 +128,6 @@ impl Op {
     }
 }
 
-/// Batches carried out at the same time: one commits while the next gathers.
-const BATCHES_IN_FLIGHT: usize = 2;
 /// The most operations one transaction carries.
 const MAX_BATCH: usize = 128;
 
@@ -146,63 +141,63 @@ pub(crate) async fn submit<T>(
     answer.await.unwrap_or(Err(Error::Stopped))
 }
 
-/// Starts the task; it ends when the engine is dropped.
+/// Starts the group-commit thread: a thread of its own, given over to the store, which takes
+/// whatever has gathered on the queue each time it is free (up to [`MAX_BATCH`]), carries it out
+/// and waits there for its COMMIT to reach the disk. The store has one writer, so nothing is lost
+/// by waiting in place, and nothing stands between two batches: no hand-off of the COMMIT to a
+/// blocking thread and back, no batch task queued behind requests on the runtime's threads
+/// (docs/PERFORMANCE.md). It ends when the engine is dropped.
 pub(crate) fn start(engine: Weak<Inner>) -> mpsc::UnboundedSender<Op> {
-    batcher(
-        engine,
-        MAX_BATCH,
-        BATCHES_IN_FLIGHT,
-        |engine, batch| async move {
-            engine.run_ops(batch).await;
-        },
-    )
+    let (sender, queue) = mpsc::unbounded_channel::<Op>();
+    let thread = std::thread::Builder::new()
+        .name("undolog-commit".into())
+        .spawn(move || commit_thread(engine, queue));
+    if let Err(e) = thread {
+        // The queue's receiver is gone with the thread: every operation answers `Stopped`.
+        tracing::error!(error = %e, "the group-commit thread did not start; the engine takes no writes");
+    }
+    sender
 }
 
-/// Starts a task that takes whatever has gathered on its queue once the tasks ready to run have
-/// run (up to `max` items, at least one) and hands it to `run`, with at most `in_flight` batches
-/// at once: while they are busy, the next batch gathers. It ends when the engine is dropped.
-pub(crate) fn batcher<T, Run, Done>(
-    engine: Weak<Inner>,
-    max: usize,
-    in_flight: usize,
-    run: Run,
-) -> mpsc::UnboundedSender<T>
-where
-    T: Send + 'static,
-    Run: Fn(Engine, Vec<T>) -> Done + Send + Sync + 'static,
-    Done: Future<Output = ()> + Send + 'static,
-{
-    let (sender, mut queue) = mpsc::unbounded_channel::<T>();
-    let run = Arc::new(run);
-    tokio::spawn(async move {
-        let permits = Arc::new(Semaphore::new(in_flight));
+/// The group-commit thread's loop, on a runtime of its own for the store's async interface.
+fn commit_thread(engine: Weak<Inner>, mut queue: mpsc::UnboundedReceiver<Op>) {
+    undolog_store::commit_on_this_thread();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!(error = %e, "the group-commit thread has no runtime; the engine takes no writes");
+            return;
+        }
+    };
+    runtime.block_on(async move {
         while let Some(first) = queue.recv().await {
-            let Ok(permit) = permits.clone().acquire_owned().await else {
-                break;
-            };
-            // Every task ready to run goes first, so calls that became ready together (their
-            // upstreams answered, their requests arrived) are in this batch. Tokio runs a woken
-            // task right after the one that woke it: without this, the first call's hand-off
-            // would cut a batch of that call alone, and each such batch pays a COMMIT.
-            tokio::task::yield_now().await;
-            let mut batch = vec![first];
-            while batch.len() < max {
-                match queue.try_recv() {
-                    Ok(item) => batch.push(item),
-                    Err(_) => break,
-                }
-            }
+            let batch = gathered(first, &mut queue, MAX_BATCH);
             let Some(inner) = engine.upgrade() else {
                 break;
             };
-            let done = run(Engine::from_inner(inner), batch);
-            tokio::spawn(async move {
-                done.await;
-                drop(permit);
-            });
+            // A task of its own, so that a batch that panics loses only itself (its callers hear
+            // that the engine stopped) and the thread goes on to the next.
+            let run = tokio::spawn(async move { Engine::from_inner(inner).run_ops(batch).await });
+            if let Err(e) = run.await {
+                tracing::error!(error = %e, "a group-commit batch failed");
+            }
         }
     });
-    sender
+}
+
+/// `first` and whatever else is waiting on `queue`, up to `max` in all.
+pub(crate) fn gathered<T>(first: T, queue: &mut mpsc::UnboundedReceiver<T>, max: usize) -> Vec<T> {
+    let mut batch = vec![first];
+    while batch.len() < max {
+        match queue.try_recv() {
+            Ok(item) => batch.push(item),
+            Err(_) => break,
+        }
+    }
+    batch
 }
 
 impl Engine {

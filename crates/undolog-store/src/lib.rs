@@ -29,6 +29,6 @@ pub use open::{PoolSettings, StoreUrl, open, open_with};
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{ApiKey, Approval, Compensation, Effect, Lease, Session, Snapshot};
 pub use small_disk::SmallDisk;
-pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use sqlite::{SqliteOptions, SqliteStore, Synchronous, commit_on_this_thread};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

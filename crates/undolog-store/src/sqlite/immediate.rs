@@ -6,10 +6,25 @@
 //! back, and the next transaction opens a fresh one. Writes resume as soon as the disk takes them
 //! again.
 
+use std::cell::Cell;
+
 use rusqlite::Connection;
 
 use super::connection::{Held, Shared};
 use crate::Result;
+
+thread_local! {
+    /// Whether a COMMIT that waits for the disk waits on this thread (see [`commit_on_this_thread`]).
+    static COMMITS_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Gives this thread over to the embedded store's commits: a transaction that wrote, committed
+/// from this thread, waits here for its fsync instead of on a blocking thread of the runtime. For a
+/// thread that does nothing else, like the engine's group-commit thread: it has no other work to
+/// hold up, and each hand-off to a blocking thread and back costs two thread wake-ups per COMMIT.
+pub fn commit_on_this_thread() {
+    COMMITS_HERE.with(|here| here.set(true));
+}
 
 pub(super) struct Immediate {
     /// `None` once the transaction has ended.
@@ -34,10 +49,11 @@ impl Immediate {
 
     /// Commits. A transaction that `wrote` commits on a blocking thread: its COMMIT waits for the
     /// disk (fsync, and a checkpoint now and then), which must not hold up the runtime's threads
-    /// and the calls they serve. One that only read has nothing to sync and commits here.
+    /// and the calls they serve. One that only read has nothing to sync, and one on a thread given
+    /// over to commits ([`commit_on_this_thread`]) has nothing to hold up: those commit here.
     pub(super) async fn commit(mut self, wrote: bool) -> Result<()> {
         let held = self.held.take().expect("a transaction commits once");
-        if !wrote {
+        if !wrote || COMMITS_HERE.with(Cell::get) {
             return finish(held);
         }
         tokio::task::spawn_blocking(move || finish(held))

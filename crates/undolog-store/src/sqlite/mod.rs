@@ -19,6 +19,7 @@ use undolog_types::{OrgId, Timestamp};
 
 use crate::{ApiKey, Beat, BeatReport, Result, Store, Tx};
 use connection::Shared;
+pub use immediate::commit_on_this_thread;
 
 /// When SQLite syncs the write-ahead log to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
