@@ -185,6 +185,7 @@ impl Engine {
         let expected = Expected {
             session: None,
             effects: remembered.as_deref().unwrap_or_default(),
+            held: None,
         };
         let events = self.apply_expecting(&mut *tx, &writes, expected).await?;
         tx.commit().await?;

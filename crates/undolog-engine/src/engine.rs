@@ -1,7 +1,7 @@
 //! The executor: reads what the store holds, asks the sans-IO core what to do, writes the answer in
 //! the same transaction, then publishes events and wakes waiters.
 
-use std::{pin::pin, sync::Arc, time::Duration};
+use std::{collections::HashSet, pin::pin, sync::Arc, time::Duration};
 
 use serde_json::Value;
 use tokio::{
@@ -65,6 +65,9 @@ pub(crate) struct Inner {
 pub(crate) struct Expected<'a> {
     pub(crate) session: Option<&'a Session>,
     pub(crate) effects: &'a [Effect],
+    /// Sessions whose writes wait for the end of the transaction, which writes each once
+    /// (`Known::holding_session_writes`): a write of one of them is not made here.
+    pub(crate) held: Option<&'a HashSet<SessionId>>,
 }
 
 /// What [`Engine::observe_batches`] calls with the size of each batched transaction.
@@ -566,6 +569,7 @@ impl Engine {
         let expected = Expected {
             session: None,
             effects: std::slice::from_ref(&before),
+            held: None,
         };
         let done: Result<(), Error> = async {
             let mut tx = self.begin(org).await?;
@@ -632,6 +636,7 @@ impl Engine {
         let mut events = Vec::new();
         for write in writes {
             match write {
+                Write::PutSession(s) if expected.held.is_some_and(|held| held.contains(&s.id)) => {}
                 Write::PutSession(s) => match expected.session.filter(|b| b.id == s.id) {
                     Some(before) => tx.replace_session(before, s).await?,
                     None => tx.put_session(s).await?,

@@ -287,7 +287,7 @@ impl Engine {
     /// the operations not yet answered wait to run again.
     async fn run_ops_together(&self, org: &OrgId, ops: &mut [Op]) -> Result<(), Error> {
         let mut tx = self.begin_for(org, ops).await?;
-        let mut known = self.prepare(&mut *tx, ops).await?;
+        let mut known = self.prepare(&mut *tx, ops).await?.holding_session_writes();
         let mut answers = Vec::with_capacity(ops.len());
         let mut events = Vec::new();
         for op in ops.iter_mut() {
@@ -308,6 +308,7 @@ impl Engine {
                 answers.push(Some(answer));
             }
         }
+        self.write_held_sessions(&mut *tx, &known).await?;
         tx.commit().await?;
         self.published(events);
         for (op, answer) in ops.iter_mut().zip(answers) {
@@ -400,6 +401,7 @@ impl Engine {
             let expected = Expected {
                 session: Some(&session),
                 effects: &[],
+                held: None,
             };
             let events = self.apply_expecting(&mut *tx, &writes, expected).await?;
             if op.answers_before_commit()
@@ -617,6 +619,7 @@ impl Engine {
                 let expected = Expected {
                     session: None,
                     effects: std::slice::from_ref(&before),
+                    held: known.held(),
                 };
                 let events = self.apply_expecting(tx, &writes, expected).await?;
                 (writes, events)
@@ -627,12 +630,28 @@ impl Engine {
                     .await?
                     .ok_or(Error::UnknownEffect(update.effect))?;
                 let writes = (update.change)(effect)?;
-                let events = self.apply(tx, &writes).await?;
+                let expected = Expected {
+                    held: known.held(),
+                    ..Expected::default()
+                };
+                let events = self.apply_expecting(tx, &writes, expected).await?;
                 (writes, events)
             }
         };
         known.saw(&writes);
         Ok(events)
+    }
+
+    /// Writes each session `known` holds back (see [`Known::holding_session_writes`]) as its
+    /// operations left it: only if the stored row is still as remembered, when it was not read.
+    async fn write_held_sessions(&self, tx: &mut dyn Tx, known: &Known) -> Result<(), Error> {
+        for (before, after) in known.held_writes() {
+            match before {
+                Some(before) => tx.replace_session(before, after).await?,
+                None => tx.put_session(after).await?,
+            }
+        }
+        Ok(())
     }
 
     /// [`core::record_read`] in `tx`, on the session as `known` has it: nothing, or why it was

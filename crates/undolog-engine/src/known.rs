@@ -11,7 +11,7 @@
 //! remembers it and no earlier effect of any call, which the store then checks where it writes
 //! (see `remembered`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use undolog_store::{Effect, EffectLookup, Session, Tx};
 use undolog_types::{LockKey, SessionId, Signature};
@@ -86,6 +86,11 @@ pub(crate) struct Known {
     /// A session taken as remembered instead of read, until this transaction first writes it:
     /// that write is made only if the stored session is still this one (see `remembered`).
     unconfirmed: Option<Session>,
+    /// Sessions that exist in the store and whose writes wait for the end of the transaction,
+    /// when it holds them back (see [`Known::holding_session_writes`]).
+    held: Option<HashSet<SessionId>>,
+    /// Held sessions the transaction's operations changed, in the order they first did.
+    changed: Vec<SessionId>,
 }
 
 impl Known {
@@ -130,7 +135,35 @@ impl Known {
             sessions: HashMap::from([(session.id.clone(), Some(session.clone()))]),
             effects: lookups.into_iter().map(|l| (l.clone(), None)).collect(),
             unconfirmed: Some(session),
+            ..Known::default()
         }
+    }
+
+    /// This transaction's writes of each session that exists wait for its end, when
+    /// [`Known::held_writes`] gives them, as the last operation left each: one write per session
+    /// however many operations change it (every intercept and record takes the session's next
+    /// number). Only this transaction could see the rows in between, and it decides on what it
+    /// knows, not on what it reads back. A session the transaction creates is written at once,
+    /// so that the effects recorded in it can refer to it, and held from then on.
+    pub(crate) fn holding_session_writes(mut self) -> Known {
+        let existing = self.sessions.iter().filter(|(_, row)| row.is_some());
+        self.held = Some(existing.map(|(id, _)| id.clone()).collect());
+        self
+    }
+
+    /// The sessions whose writes wait for the end of the transaction, when it holds them back.
+    pub(crate) fn held(&self) -> Option<&HashSet<SessionId>> {
+        self.held.as_ref()
+    }
+
+    /// Each held session the transaction changed, as it now has it, with the row the store must
+    /// still hold for the write to be made: the session as remembered, when it was not read.
+    pub(crate) fn held_writes(&self) -> impl Iterator<Item = (Option<&Session>, &Session)> {
+        self.changed.iter().filter_map(|id| {
+            let after = self.sessions.get(id)?.as_ref()?;
+            let before = self.unconfirmed.as_ref().filter(|u| u.id == *id);
+            Some((before, after))
+        })
     }
 
     /// The rows the next writes must find as remembered.
@@ -138,6 +171,7 @@ impl Known {
         Expected {
             session: self.unconfirmed.as_ref(),
             effects: &[],
+            held: self.held.as_ref(),
         }
     }
 
@@ -174,6 +208,18 @@ impl Known {
         for write in writes {
             match write {
                 Write::PutSession(session) => {
+                    if let Some(held) = &mut self.held {
+                        if held.contains(&session.id) {
+                            if !self.changed.contains(&session.id) {
+                                self.changed.push(session.id.clone());
+                            }
+                            self.sessions
+                                .insert(session.id.clone(), Some(session.clone()));
+                            continue;
+                        }
+                        // Written now: it did not exist, and its effects refer to it.
+                        held.insert(session.id.clone());
+                    }
                     if self
                         .unconfirmed
                         .as_ref()

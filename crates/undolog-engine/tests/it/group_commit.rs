@@ -243,3 +243,56 @@ async fn calls_that_arrive_while_the_store_is_busy_share_the_next_batch() {
         "the calls that waited for the store share one batch: {sizes:?}"
     );
 }
+
+/// A batch writes each session once, as its last call left it, however many of its calls took
+/// the session's next number: 32 calls of one session that wait for the store together cost
+/// one write of the session per transaction, not 32.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_writes_each_session_once() {
+    const CALLS: usize = 32;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("log.db");
+    let store = SqliteStore::open(SqliteOptions::file(&file)).await.unwrap();
+    let engine = Engine::new(Arc::new(store.clone()), EngineConfig::default());
+    must_execute(&engine, transfer("s1", -1)).await;
+    let batches = Arc::new(std::sync::Mutex::new(0_usize));
+    let seen = batches.clone();
+    engine.observe_batches(Arc::new(move |_| *seen.lock().unwrap() += 1));
+    // Every write of a session row, counted beside the log.
+    let count = rusqlite::Connection::open(&file).unwrap();
+    count
+        .execute_batch(
+            "CREATE TABLE session_writes (n INTEGER); \
+             CREATE TRIGGER count_session_writes AFTER UPDATE ON sessions \
+             BEGIN INSERT INTO session_writes VALUES (1); END;",
+        )
+        .unwrap();
+    let held = store.begin(&org()).await.unwrap();
+    let calls: Vec<_> = (0..CALLS)
+        .map(|n| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.intercept(transfer("s1", n as i64)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(held);
+    for call in calls {
+        let answer = call.await.unwrap();
+        assert!(
+            matches!(answer, Ok(Intercept::Execute { .. })),
+            "{answer:?}"
+        );
+    }
+    let query = |sql: &str| -> i64 { count.query_row(sql, [], |row| row.get(0)).unwrap() };
+    let writes = query("SELECT count(*) FROM session_writes");
+    let batches = *batches.lock().unwrap() as i64;
+    assert!(
+        writes <= batches && batches < CALLS as i64,
+        "one write of the session per transaction: {writes} writes in {batches} batches"
+    );
+    assert_eq!(
+        query("SELECT next_seq FROM sessions"),
+        CALLS as i64 + 1,
+        "the write counts every call"
+    );
+}

@@ -173,6 +173,46 @@ async fn a_calls_outcome_joins_its_sessions_next_transaction() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_writes_its_session_once_however_many_calls_it_carries() {
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let engine = postgres_engine(&db).await;
+    must_execute(&engine, transfer("s1", -1)).await;
+    // Every write of a session row, with the transaction that made it (as the owner, so the
+    // application role needs no rights on the count).
+    db.query(
+        "CREATE TABLE session_writes (tx BIGINT NOT NULL); \
+         CREATE FUNCTION count_session_write() RETURNS trigger LANGUAGE plpgsql \
+         SECURITY DEFINER AS $$ BEGIN INSERT INTO session_writes VALUES (txid_current()); \
+         RETURN NULL; END $$; \
+         CREATE TRIGGER count_session_writes AFTER INSERT OR UPDATE ON sessions \
+         FOR EACH ROW EXECUTE FUNCTION count_session_write()",
+    );
+    at_once((0..TRANSFERS).map(|n| {
+        let engine = engine.clone();
+        async move { must_execute(&engine, transfer("s1", n as i64)).await }
+    }))
+    .await;
+
+    let (rows, transactions) = inserting_transactions(&db);
+    assert!(
+        transactions < rows,
+        "calls that arrived together shared a transaction: {rows} effects in {transactions}"
+    );
+    let writes = db.query("SELECT count(*), count(DISTINCT tx) FROM session_writes");
+    let (writes, writing) = writes.split_once('|').expect("two counts");
+    assert_eq!(
+        writes, writing,
+        "each transaction wrote the session once: {writes} writes in {writing} transactions"
+    );
+    let next_seq = db.query("SELECT next_seq FROM sessions");
+    assert_eq!(
+        next_seq,
+        (TRANSFERS + 1).to_string(),
+        "the last write counts every call"
+    );
+}
+
 /// The effects, and the transactions that inserted them (a row's `xmin`).
 fn inserting_transactions(db: &ScratchDatabase) -> (usize, usize) {
     let counts = db.query("SELECT count(*), count(DISTINCT xmin::text) FROM effects");
