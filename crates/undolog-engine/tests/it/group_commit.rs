@@ -213,25 +213,8 @@ async fn calls_that_arrive_while_the_store_is_busy_share_the_next_batch() {
     let sizes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = sizes.clone();
     engine.observe_batches(Arc::new(move |size| seen.lock().unwrap().push(size)));
-    // Another transaction holds the connection while every call arrives.
-    let held = store.begin(&org()).await.unwrap();
-    let calls: Vec<_> = (0..CALLS)
-        .map(|n| {
-            let engine = engine.clone();
-            tokio::spawn(
-                async move { engine.intercept(transfer(&format!("s{n}"), n as i64)).await },
-            )
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    drop(held);
-    for call in calls {
-        let answer = call.await.unwrap();
-        assert!(
-            matches!(answer, Ok(Intercept::Execute { .. })),
-            "{answer:?}"
-        );
-    }
+    let calls = (0..CALLS).map(|n| transfer(&format!("s{n}"), n as i64));
+    execute_while_the_store_is_held(&store, &engine, calls).await;
     let sizes = sizes.lock().unwrap().clone();
     assert_eq!(
         sizes.iter().sum::<usize>(),
@@ -267,22 +250,8 @@ async fn a_batch_writes_each_session_once() {
              BEGIN INSERT INTO session_writes VALUES (1); END;",
         )
         .unwrap();
-    let held = store.begin(&org()).await.unwrap();
-    let calls: Vec<_> = (0..CALLS)
-        .map(|n| {
-            let engine = engine.clone();
-            tokio::spawn(async move { engine.intercept(transfer("s1", n as i64)).await })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    drop(held);
-    for call in calls {
-        let answer = call.await.unwrap();
-        assert!(
-            matches!(answer, Ok(Intercept::Execute { .. })),
-            "{answer:?}"
-        );
-    }
+    let calls = (0..CALLS).map(|n| transfer("s1", n as i64));
+    execute_while_the_store_is_held(&store, &engine, calls).await;
     let query = |sql: &str| -> i64 { count.query_row(sql, [], |row| row.get(0)).unwrap() };
     let writes = query("SELECT count(*) FROM session_writes");
     let batches = *batches.lock().unwrap() as i64;
@@ -295,4 +264,29 @@ async fn a_batch_writes_each_session_once() {
         CALLS as i64 + 1,
         "the write counts every call"
     );
+}
+
+/// Makes `calls` while another transaction holds the store's connection, so that they all wait
+/// for it together, and checks that each is executed.
+async fn execute_while_the_store_is_held(
+    store: &SqliteStore,
+    engine: &Engine,
+    calls: impl Iterator<Item = undolog_engine::Call>,
+) {
+    let held = store.begin(&org()).await.unwrap();
+    let calls: Vec<_> = calls
+        .map(|call| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.intercept(call).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(held);
+    for call in calls {
+        let answer = call.await.unwrap();
+        assert!(
+            matches!(answer, Ok(Intercept::Execute { .. })),
+            "{answer:?}"
+        );
+    }
 }
