@@ -183,7 +183,7 @@ impl Engine {
             }
         }
         let expected = Expected {
-            session: None,
+            sessions: &[],
             effects: remembered.as_deref().unwrap_or_default(),
             held: None,
         };

@@ -63,7 +63,7 @@ pub(crate) struct Inner {
 /// (see `remembered`): the store writes only while they are still so.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Expected<'a> {
-    pub(crate) session: Option<&'a Session>,
+    pub(crate) sessions: &'a [Session],
     pub(crate) effects: &'a [Effect],
     /// Sessions whose writes wait for the end of the transaction, which writes each once
     /// (`Known::holding_session_writes`): a write of one of them is not made here.
@@ -567,7 +567,7 @@ impl Engine {
         let before = memory.effect(org, id)?;
         let writes = change(before.clone()).ok()?;
         let expected = Expected {
-            session: None,
+            sessions: &[],
             effects: std::slice::from_ref(&before),
             held: None,
         };
@@ -637,7 +637,7 @@ impl Engine {
         for write in writes {
             match write {
                 Write::PutSession(s) if expected.held.is_some_and(|held| held.contains(&s.id)) => {}
-                Write::PutSession(s) => match expected.session.filter(|b| b.id == s.id) {
+                Write::PutSession(s) => match expected.sessions.iter().find(|b| b.id == s.id) {
                     Some(before) => tx.replace_session(before, s).await?,
                     None => tx.put_session(s).await?,
                 },

@@ -399,7 +399,7 @@ impl Engine {
                 }
             }
             let expected = Expected {
-                session: Some(&session),
+                sessions: std::slice::from_ref(&session),
                 effects: &[],
                 held: None,
             };
@@ -536,7 +536,7 @@ impl Engine {
         let Some(org) = ops.first().map(Op::org) else {
             return Ok(Known::default());
         };
-        if let Some(session) = self.remembered_session_of(ops) {
+        if let Some(sessions) = self.remembered_sessions_of(ops) {
             // Nothing read: each call is taken for new, and the store checks that it is.
             let lookups: Vec<&Lookup> = ops
                 .iter()
@@ -546,32 +546,35 @@ impl Engine {
             for lookup in &lookups {
                 tx.expect_no_effect(lookup.borrowed()).await?;
             }
-            return Ok(Known::assumed(session, lookups));
+            return Ok(Known::assumed(sessions, lookups));
         }
         self.read_known(tx, org, ops.iter().filter_map(Op::wanted))
             .await
     }
 
-    /// The session every intercept and record of `ops` records a call in, as this engine
-    /// remembers it, when the batch may be decided on it without reading (see `remembered`):
-    /// one session, remembered and taking calls, and no call known to have an earlier effect.
-    /// Effect updates read no session; each decides on its own effect (`update_in`).
-    fn remembered_session_of(&self, ops: &[Op]) -> Option<Session> {
+    /// The sessions the intercepts and records of `ops` record calls in, as this engine
+    /// remembers them, when the batch may be decided on them without reading (see `remembered`):
+    /// each remembered and taking calls, and no call known to have an earlier effect. Effect
+    /// updates read no session; each decides on its own effect (`update_in`).
+    fn remembered_sessions_of(&self, ops: &[Op]) -> Option<Vec<Session>> {
         let memory = self.inner().remembered.as_ref()?;
-        let first = ops.iter().find_map(Op::wanted)?;
         let org = ops.first()?.org();
+        let mut sessions: Vec<Session> = Vec::new();
         for wanted in ops.iter().filter_map(Op::wanted) {
-            if wanted.session != first.session
-                || wanted
-                    .lookup
-                    .is_some_and(|lookup| memory.finds(org, lookup))
+            if wanted
+                .lookup
+                .is_some_and(|lookup| memory.finds(org, lookup))
             {
                 return None;
             }
+            if sessions.iter().all(|s| s.id != *wanted.session) {
+                let session = memory
+                    .session(org, wanted.session)
+                    .filter(|s| s.state == SessionState::Active)?;
+                sessions.push(session);
+            }
         }
-        memory
-            .session(org, first.session)
-            .filter(|s| s.state == SessionState::Active)
+        (!sessions.is_empty()).then_some(sessions)
     }
 
     async fn run_in(
@@ -617,7 +620,7 @@ impl Engine {
         let (writes, events) = match decided {
             Some((writes, before)) => {
                 let expected = Expected {
-                    session: None,
+                    sessions: &[],
                     effects: std::slice::from_ref(&before),
                     held: known.held(),
                 };

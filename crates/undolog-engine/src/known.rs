@@ -7,8 +7,8 @@
 //! Nothing else can change these rows meanwhile: the transaction holds the session's row and
 //! each intercept's lock (its signature's or its idempotency key's) from the read to the commit.
 //!
-//! Or they are not read at all but assumed (`Known::assumed`): the session as this engine
-//! remembers it and no earlier effect of any call, which the store then checks where it writes
+//! Or they are not read at all but assumed (`Known::assumed`): the sessions as this engine
+//! remembers them and no earlier effect of any call, which the store then checks where it writes
 //! (see `remembered`).
 
 use std::collections::{HashMap, HashSet};
@@ -83,9 +83,9 @@ pub(crate) struct Known {
     sessions: HashMap<SessionId, Option<Session>>,
     /// `None`: no effect matches.
     effects: HashMap<Lookup, Option<Effect>>,
-    /// A session taken as remembered instead of read, until this transaction first writes it:
-    /// that write is made only if the stored session is still this one (see `remembered`).
-    unconfirmed: Option<Session>,
+    /// Sessions taken as remembered instead of read, each until this transaction first writes
+    /// it: that write is made only if the stored session is still this one (see `remembered`).
+    unconfirmed: Vec<Session>,
     /// Sessions that exist in the store and whose writes wait for the end of the transaction,
     /// when it holds them back (see [`Known::holding_session_writes`]).
     held: Option<HashSet<SessionId>>,
@@ -125,16 +125,19 @@ impl Known {
         Ok(known)
     }
 
-    /// What a transaction knows without reading: `session` as remembered, and no earlier effect
-    /// for any of `lookups` (the store checks both where it writes).
+    /// What a transaction knows without reading: `sessions` as remembered, and no earlier
+    /// effect for any of `lookups` (the store checks both where it writes).
     pub(crate) fn assumed<'a>(
-        session: Session,
+        sessions: Vec<Session>,
         lookups: impl IntoIterator<Item = &'a Lookup>,
     ) -> Known {
         Known {
-            sessions: HashMap::from([(session.id.clone(), Some(session.clone()))]),
+            sessions: sessions
+                .iter()
+                .map(|s| (s.id.clone(), Some(s.clone())))
+                .collect(),
             effects: lookups.into_iter().map(|l| (l.clone(), None)).collect(),
-            unconfirmed: Some(session),
+            unconfirmed: sessions,
             ..Known::default()
         }
     }
@@ -161,7 +164,7 @@ impl Known {
     pub(crate) fn held_writes(&self) -> impl Iterator<Item = (Option<&Session>, &Session)> {
         self.changed.iter().filter_map(|id| {
             let after = self.sessions.get(id)?.as_ref()?;
-            let before = self.unconfirmed.as_ref().filter(|u| u.id == *id);
+            let before = self.unconfirmed.iter().find(|u| u.id == *id);
             Some((before, after))
         })
     }
@@ -169,7 +172,7 @@ impl Known {
     /// The rows the next writes must find as remembered.
     pub(crate) fn expected(&self) -> Expected<'_> {
         Expected {
-            session: self.unconfirmed.as_ref(),
+            sessions: &self.unconfirmed,
             effects: &[],
             held: self.held.as_ref(),
         }
@@ -220,13 +223,7 @@ impl Known {
                         // Written now: it did not exist, and its effects refer to it.
                         held.insert(session.id.clone());
                     }
-                    if self
-                        .unconfirmed
-                        .as_ref()
-                        .is_some_and(|u| u.id == session.id)
-                    {
-                        self.unconfirmed = None;
-                    }
+                    self.unconfirmed.retain(|u| u.id != session.id);
                     self.sessions
                         .insert(session.id.clone(), Some(session.clone()));
                 }

@@ -1,25 +1,31 @@
-//! Group commit per session, on a store that takes concurrent writers (PostgreSQL).
+//! Group commit on a store that takes concurrent writers (PostgreSQL).
 //!
-//! Every intercept and read-only record of a session reads and writes the session's row (its next
-//! sequence number), so the store carries them out one after another whatever the gateway does:
-//! each holds the row's lock over its round trips and its COMMIT. Stateless clients put every call
-//! of a principal into one session (its implicit run), so under load that one lock is where calls
-//! queue. Here the operations of a session that arrive while its last batch is being carried out
-//! go together into the next one: one transaction, one lock, one COMMIT for all of them
-//! (`group_commit` carries a batch out, and answers each caller). Sessions never wait for each
-//! other: each has batches of its own, carried out at the same time as other sessions' (batching
-//! across sessions, measured, only serialized on one connection what the server ran in parallel).
+//! Intercepts, read-only records and the outcomes of calls this engine sent are queued per
+//! session. A session whose queue is not empty and that has no batch under way is *ready*; a
+//! batch takes every ready session's queue (up to [`MAX_BATCH`] operations in all) and carries
+//! them out in one transaction per org, one COMMIT (`group_commit` carries a batch out, and
+//! answers each caller). At most [`BATCHES_IN_FLIGHT`] batches are under way at once, each on a
+//! connection of its own; while they are, what arrives gathers for the next. A session is in one
+//! batch at a time, so a session's operations are carried out in the order they arrived, each
+//! seeing those before it, and two batches never write the same session row.
 //!
-//! A call's outcome goes into its session's next batch too, when this engine sent the call (it
-//! remembers the pending effect, and so its session): the outcome and its neighbours' intercepts
-//! then share one COMMIT, and the outcome's undo entry is written by the transaction that holds
-//! the session's row, not beside it.
+//! Why: every intercept and record reads and writes its session's row (its next sequence number),
+//! and every transaction pays its BEGIN, settings and COMMIT, whatever it carries. Calls of one
+//! session that arrive together (a stateless client puts all its calls into one session, its
+//! implicit run) share the row's lock once; calls of many sessions share the rest. pgbench
+//! replaying these statements on this schema (docs/PERFORMANCE.md) gives twice the calls per
+//! second with eight calls of eight sessions per transaction as with one call per transaction.
 //!
-//! Nothing waits to gather: an operation that finds its session idle starts a batch at once, so a
-//! lone call costs what it cost before, plus a hand-off to the task that carries it out.
+//! A call's outcome joins its session's queue when this engine sent the call (it remembers the
+//! pending effect, and so its session): the outcome and its neighbours' intercepts then share one
+//! COMMIT, and the outcome's undo entry is written by the transaction that holds the session's
+//! row, not beside it.
+//!
+//! Nothing waits to gather: an operation that finds a batch free starts one at once, so a lone
+//! call costs what it cost before, plus a hand-off to the task that carries it out.
 
 use std::{
-    collections::{HashMap, hash_map::Entry},
+    collections::{HashMap, HashSet, VecDeque},
     sync::Mutex,
 };
 
@@ -28,29 +34,92 @@ use undolog_types::{OrgId, SessionId};
 
 use crate::{Engine, Error, group_commit::Op};
 
-/// The most operations one transaction carries; more wait for the next batch.
+/// The most operations one batch carries; more wait for the next.
 const MAX_BATCH: usize = 128;
+/// The most batches under way at once. A batch is one round trip and one COMMIT on a connection of
+/// its own; more batches at once are smaller ones, so more transactions for the same calls.
+const BATCHES_IN_FLIGHT: usize = 4;
 
 type Key = (OrgId, SessionId);
 
-/// The sessions that have a batch being carried out, each with the operations that wait for
-/// their next one.
+/// The operations waiting for their batches, by session.
 #[derive(Default)]
 pub(crate) struct SessionBatches {
-    waiting: Mutex<HashMap<Key, Vec<Op>>>,
+    queues: Mutex<Queues>,
+}
+
+#[derive(Default)]
+struct Queues {
+    /// The operations of each session that wait for a batch, oldest first; never empty.
+    waiting: HashMap<Key, Vec<Op>>,
+    /// The sessions in a batch under way: their new operations wait for it to end.
+    busy: HashSet<Key>,
+    /// The sessions that wait and are not busy, in the order they became ready.
+    ready: VecDeque<Key>,
+    /// Batches under way.
+    in_flight: usize,
+}
+
+/// A batch taken from the queues: the sessions it holds, and their operations.
+struct Batch {
+    sessions: Vec<Key>,
+    ops: Vec<Op>,
+}
+
+impl Queues {
+    /// The ready sessions' operations, oldest session first, up to [`MAX_BATCH`]; `None` when no
+    /// session is ready. The sessions taken are busy until [`Queues::release`].
+    fn take(&mut self) -> Option<Batch> {
+        let mut batch = Batch {
+            sessions: Vec::new(),
+            ops: Vec::new(),
+        };
+        while batch.ops.len() < MAX_BATCH {
+            let Some(key) = self.ready.pop_front() else {
+                break;
+            };
+            let waiting = self
+                .waiting
+                .get_mut(&key)
+                .expect("a ready session has operations waiting");
+            let room = MAX_BATCH - batch.ops.len();
+            if waiting.len() <= room {
+                batch.ops.append(waiting);
+                self.waiting.remove(&key);
+            } else {
+                batch.ops.extend(waiting.drain(..room));
+            }
+            self.busy.insert(key.clone());
+            batch.sessions.push(key);
+        }
+        (!batch.ops.is_empty()).then_some(batch)
+    }
+
+    /// Ends a batch's hold on its sessions: those with operations waiting are ready again.
+    fn release(&mut self, sessions: Vec<Key>) {
+        for key in sessions {
+            self.busy.remove(&key);
+            if self.waiting.contains_key(&key) {
+                self.ready.push_back(key);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for SessionBatches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let queues = self.lock();
         f.debug_struct("SessionBatches")
-            .field("busy_sessions", &self.lock().len())
+            .field("busy_sessions", &queues.busy.len())
+            .field("ready_sessions", &queues.ready.len())
+            .field("batches_in_flight", &queues.in_flight)
             .finish()
     }
 }
 
 impl SessionBatches {
-    /// Queues the operation `make` builds around its answer channel behind the session's batch
-    /// (or starts one), and waits for the answer.
+    /// Queues the operation `make` builds around its answer channel behind its session's
+    /// operations (starting a batch when one is free), and waits for the answer.
     pub(crate) async fn submit<T>(
         &self,
         engine: &Engine,
@@ -61,74 +130,89 @@ impl SessionBatches {
         let (done, answer) = oneshot::channel();
         let op = make(Some(done));
         let key = (org.clone(), session.clone());
-        let first = match self.lock().entry(key.clone()) {
-            Entry::Occupied(mut batch) => {
-                batch.get_mut().push(op);
-                None
+        let start = {
+            let mut queues = self.lock();
+            let waiting = queues.waiting.entry(key.clone()).or_default();
+            waiting.push(op);
+            if waiting.len() == 1 && !queues.busy.contains(&key) {
+                queues.ready.push_back(key);
             }
-            Entry::Vacant(idle) => {
-                idle.insert(Vec::new());
-                Some(op)
-            }
+            self.start_batch(&mut queues)
         };
-        if let Some(op) = first {
+        if let Some(batch) = start {
             // On a task of its own: the batch goes on if this caller stops waiting.
             let engine = engine.clone();
-            tokio::spawn(async move { engine.lead_session(key, vec![op]).await });
+            tokio::spawn(async move { engine.lead_batches(batch).await });
         }
         answer.await.unwrap_or(Err(Error::Stopped))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Vec<Op>>> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The operations that gathered behind the batch just carried out, or `None` (and the
-    /// session is idle again) when there are none.
-    fn next(&self, key: &Key) -> Option<Vec<Op>> {
-        let mut waiting = self.lock();
-        let gathered = waiting.get_mut(key)?;
-        if gathered.is_empty() {
-            waiting.remove(key);
+    /// A batch of the ready sessions, counted in flight, when one more may be under way.
+    fn start_batch(&self, queues: &mut Queues) -> Option<Batch> {
+        if queues.in_flight >= BATCHES_IN_FLIGHT {
             return None;
         }
-        let take = gathered.len().min(MAX_BATCH);
-        Some(gathered.drain(..take).collect())
+        let batch = queues.take()?;
+        queues.in_flight += 1;
+        Some(batch)
+    }
+
+    /// Ends `sessions`' batch, and takes the next batch for the same task, if any session is
+    /// ready; `None` (one batch fewer in flight) when none is.
+    fn next(&self, sessions: Vec<Key>) -> Option<Batch> {
+        let mut queues = self.lock();
+        queues.release(sessions);
+        let next = queues.take();
+        if next.is_none() {
+            queues.in_flight -= 1;
+        }
+        next
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queues> {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-/// Forgets a session's queue if its batch task ends without doing so (it panicked): the waiting
-/// operations are dropped, so their callers hear `Stopped` instead of waiting for ever.
-struct Forget<'a> {
+/// Gives a batch task's sessions back if it ends without doing so (it panicked): their waiting
+/// operations are dropped, so their callers hear `Stopped` instead of waiting for ever, and the
+/// task no longer counts as in flight.
+struct Release<'a> {
     batches: &'a SessionBatches,
-    key: Option<Key>,
+    sessions: Option<Vec<Key>>,
 }
 
-impl Drop for Forget<'_> {
+impl Drop for Release<'_> {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            self.batches.lock().remove(&key);
+        let Some(sessions) = self.sessions.take() else {
+            return;
+        };
+        let mut queues = self.batches.lock();
+        for key in &sessions {
+            queues.waiting.remove(key);
         }
+        queues.release(sessions);
+        queues.in_flight -= 1;
     }
 }
 
 impl Engine {
-    /// Carries out `batch`, then whatever gathered behind it, until the session is idle.
-    async fn lead_session(&self, key: Key, mut batch: Vec<Op>) {
+    /// Carries out `batch`, then the next ready sessions' operations, until none is ready.
+    async fn lead_batches(&self, mut batch: Batch) {
         let Some(batches) = &self.inner().session_batches else {
             return;
         };
-        let mut forget = Forget {
-            batches,
-            key: Some(key.clone()),
-        };
         loop {
-            self.run_ops(batch).await;
-            match batches.next(&key) {
+            let mut release = Release {
+                batches,
+                sessions: Some(batch.sessions),
+            };
+            self.run_ops(batch.ops).await;
+            let sessions = release.sessions.take().unwrap_or_default();
+            match batches.next(sessions) {
                 Some(next) => batch = next,
                 None => break,
             }
         }
-        forget.key = None;
     }
 }

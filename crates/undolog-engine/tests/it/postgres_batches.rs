@@ -1,5 +1,5 @@
-//! The engine on PostgreSQL, where the intercepts and read-only records of one session that
-//! arrive together share one transaction (`session_batches`): each call still gets an effect of
+//! The engine on PostgreSQL, where the intercepts and read-only records that arrive together
+//! share transactions (`session_batches`): each call still gets an effect of
 //! its own, numbered without gaps, identical calls still run once, and a refused call takes no
 //! neighbour down with it.
 
@@ -100,20 +100,50 @@ async fn a_sessions_calls_at_once_share_transactions_and_each_gets_its_own_effec
     );
 }
 
+/// Calls of many sessions at once share transactions too (a batch carries whatever sessions are
+/// ready, at most a few batches at once), in sessions the engine remembers as in new ones; each
+/// session's calls are still numbered in it without gaps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sessions_do_not_share_transactions() {
+async fn calls_of_sessions_at_once_share_transactions_and_each_session_is_numbered_apart() {
+    const SESSIONS: usize = 16;
     let db = ScratchDatabase::new("undolog_test_engine");
     let engine = postgres_engine(&db).await;
-    at_once((0..TRANSFERS).map(|n| {
+    let name = |n: usize| format!("s{}", n % SESSIONS);
+    // The first call of each session creates it, and the engine then remembers it.
+    at_once((0..SESSIONS).map(|n| {
         let engine = engine.clone();
-        async move { must_execute(&engine, transfer(&format!("s{}", n % 4), n as i64)).await }
+        async move { must_execute(&engine, transfer(&name(n), n as i64)).await }
     }))
     .await;
-    let distinct = db.query(
+    at_once((SESSIONS..SESSIONS + TRANSFERS).map(|n| {
+        let engine = engine.clone();
+        async move { must_execute(&engine, transfer(&name(n), n as i64)).await }
+    }))
+    .await;
+
+    let shared = db.query(
         "SELECT count(*) FROM (SELECT xmin::text FROM effects GROUP BY xmin::text \
          HAVING count(DISTINCT session) > 1) shared",
     );
-    assert_eq!(distinct, "0", "a transaction carries one session's calls");
+    assert_ne!(shared, "0", "no transaction carried calls of two sessions");
+    let (rows, transactions) = inserting_transactions(&db);
+    assert_eq!(rows, SESSIONS + TRANSFERS);
+    assert!(
+        transactions <= rows / 2,
+        "calls that arrived together shared transactions: {rows} effects in {transactions}"
+    );
+    for n in 0..SESSIONS {
+        let effects = engine
+            .session_effects(&org(), &session(&name(n)))
+            .await
+            .unwrap();
+        let seqs: Vec<i64> = effects.iter().map(|e| e.seq).collect();
+        let expected: Vec<i64> = (0..effects.len() as i64).collect();
+        assert_eq!(
+            seqs, expected,
+            "session {n} numbered without gaps or repeats"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -187,49 +187,58 @@ async fn new_calls_in_a_known_session_and_their_outcomes_write_without_reading_f
     );
 }
 
-/// Calls of one session that arrive at once share batches (`session_batches`); in a session the
-/// engine remembers, a batch is decided without reading, and each of its calls is checked by
-/// the store. When another gateway wrote to the session meanwhile, the batch writes nothing and
-/// its calls are read and decided again.
+/// Calls that arrive at once share batches (`session_batches`); in sessions the engine
+/// remembers, a batch is decided without reading, and each of its calls is checked by the store.
+/// When another gateway wrote to one of the sessions meanwhile, the batch writes nothing and its
+/// calls are read and decided again: in one session, and in a batch of several.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_at_once_in_a_session_another_gateway_changed_are_read_again() {
-    let db = counting_database();
-    let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
-    calls_at_once_after_another_gateway_wrote(&a, &b).await;
+    for sessions in [1, 4] {
+        let db = counting_database();
+        let (a, b) = (postgres_engine(&db).await, postgres_engine(&db).await);
+        calls_at_once_after_another_gateway_wrote(&a, &b, sessions).await;
 
-    // Every call of the second round was checked by the store, not read first.
-    drop((a, b));
-    let checked = |counted: &HashMap<String, i64>| {
-        counted
-            .get("undolog_expect_no_effect")
-            .copied()
-            .unwrap_or(0)
-    };
-    let counted = function_calls(&db, |c| checked(c) >= AT_ONCE).await;
-    assert!(
-        checked(&counted) >= AT_ONCE,
-        "checked without a read: {counted:?}"
-    );
+        // Every call of the second round was checked by the store, not read first.
+        drop((a, b));
+        let checked = |counted: &HashMap<String, i64>| {
+            counted
+                .get("undolog_expect_no_effect")
+                .copied()
+                .unwrap_or(0)
+        };
+        let counted = function_calls(&db, |c| checked(c) >= AT_ONCE).await;
+        assert!(
+            checked(&counted) >= AT_ONCE,
+            "{sessions} sessions: checked without a read: {counted:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_sqlite_too_calls_at_once_in_a_session_another_gateway_changed_are_read_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (file_engine(&dir).await, file_engine(&dir).await);
-    calls_at_once_after_another_gateway_wrote(&a, &b).await;
+    for sessions in [1, 4] {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (file_engine(&dir).await, file_engine(&dir).await);
+        calls_at_once_after_another_gateway_wrote(&a, &b, sessions).await;
+    }
 }
 
-/// `b` writes to the session `a` remembers; then `a` takes calls at once, twice: every call is
-/// recorded, numbered without gaps.
-async fn calls_at_once_after_another_gateway_wrote(a: &Engine, b: &Engine) {
-    run(a, transfer("s1", -1), json!({"id": -1})).await;
-    run(b, transfer("s1", -2), json!({"id": -2})).await;
+/// `a` records a call in each of `sessions`, and `b` writes to the first of them; then `a` takes
+/// calls in all of them at once, twice: every call is recorded, and each session's numbered
+/// without gaps.
+async fn calls_at_once_after_another_gateway_wrote(a: &Engine, b: &Engine, sessions: i64) {
+    let name = |n: i64| format!("s{}", n % sessions);
+    for n in 0..sessions {
+        run(a, transfer(&name(n), -1 - n), json!({"id": n})).await;
+    }
+    run(b, transfer(&name(0), -100), json!({"id": -100})).await;
     for round in 0..2 {
-        // The first round finds `a`'s memory of the session out of date; the second does not.
+        // The first round finds `a`'s memory of a session out of date; the second does not.
         let calls: Vec<_> = (0..AT_ONCE)
             .map(|n| {
                 let a = a.clone();
-                tokio::spawn(async move { a.intercept(transfer("s1", round * 100 + n)).await })
+                let call = transfer(&name(n), 1_000 + round * 100 + n);
+                tokio::spawn(async move { a.intercept(call).await })
             })
             .collect();
         for call in calls {
@@ -237,9 +246,13 @@ async fn calls_at_once_after_another_gateway_wrote(a: &Engine, b: &Engine) {
             assert!(matches!(answer, Intercept::Execute { .. }), "{answer:?}");
         }
     }
-    let effects = b.session_effects(&org(), &session("s1")).await.unwrap();
-    let seqs: Vec<i64> = effects.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (0..2 + 2 * AT_ONCE).collect::<Vec<_>>());
+    for n in 0..sessions {
+        let effects = b.session_effects(&org(), &session(&name(n))).await.unwrap();
+        let seqs: Vec<i64> = effects.iter().map(|e| e.seq).collect();
+        let written_before = if n == 0 { 2 } else { 1 };
+        let expected = written_before + 2 * AT_ONCE / sessions;
+        assert_eq!(seqs, (0..expected).collect::<Vec<_>>(), "session {n}");
+    }
 }
 
 /// Calls taken at once by one gateway.
