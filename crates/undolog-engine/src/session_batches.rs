@@ -37,8 +37,10 @@ use crate::{Engine, Error, group_commit::Op};
 /// The most operations one batch carries; more wait for the next.
 const MAX_BATCH: usize = 128;
 /// The most batches under way at once. A batch is one round trip and one COMMIT on a connection of
-/// its own; more batches at once are smaller ones, so more transactions for the same calls.
-const BATCHES_IN_FLIGHT: usize = 4;
+/// its own: one batch gathers while another waits for its COMMIT, and more batches at once are
+/// smaller ones, so more transactions for the same calls. Measured with 1, 2, 3, 4 and 8 at 32
+/// sessions (docs/PERFORMANCE.md): 2 was best.
+const BATCHES_IN_FLIGHT: usize = 2;
 
 type Key = (OrgId, SessionId);
 
