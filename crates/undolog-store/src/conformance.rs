@@ -1057,9 +1057,9 @@ pub async fn no_earlier_effect_is_expected_of_a_new_call(store: Arc<dyn Store>) 
             true,
         ),
     ];
-    for (case, lookup, new) in cases {
+    for (case, lookup, new) in &cases {
         let mut tx = beside_a_bystander(&*store).await;
-        let written = tx.0.expect_no_effect(lookup).await;
+        let written = tx.0.expect_no_effect(*lookup).await;
         let result = remembered_write(&*store, tx, written).await;
         match new {
             true => assert!(result.is_ok(), "{case}: {result:?}"),
@@ -1068,5 +1068,36 @@ pub async fn no_earlier_effect_is_expected_of_a_new_call(store: Arc<dyn Store>) 
                 "{case}: {result:?}"
             ),
         }
+    }
+
+    // Followed by the insert of the call's effect, which the lookup would find: the check and
+    // the insert may travel as one write, with the same answers.
+    for (n, (case, lookup, new)) in cases.iter().enumerate() {
+        let mut call = effect("acme", "s1", 10 + n as i64);
+        match lookup {
+            EffectLookup::LatestBySignature(signature) => call.signature = (*signature).clone(),
+            EffectLookup::LatestByKey(key) => call.idempotency_key = Some((*key).to_owned()),
+            EffectLookup::Nothing => {}
+        }
+        let mut tx = beside_a_bystander(&*store).await;
+        let written = match tx.0.expect_no_effect(*lookup).await {
+            Ok(()) => tx.0.insert_effect(&call).await,
+            refused => refused,
+        };
+        let result = remembered_write(&*store, tx, written).await;
+        match new {
+            true => assert!(result.is_ok(), "{case}, then its effect: {result:?}"),
+            false => assert!(
+                matches!(result, Err(Error::Changed { what: "call", .. })),
+                "{case}, then its effect: {result:?}"
+            ),
+        }
+        let mut tx = store.begin(&org("acme")).await.unwrap();
+        let kept = tx.effect(call.id).await.unwrap();
+        assert_eq!(
+            kept.is_some(),
+            *new,
+            "{case}: the effect is kept only if new"
+        );
     }
 }

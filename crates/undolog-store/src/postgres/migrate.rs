@@ -22,6 +22,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (8, include_str!("0008_planned_writes.sql")),
     (9, include_str!("0009_lookup_indexes.sql")),
     (10, include_str!("0010_effect_key_by_id.sql")),
+    (11, include_str!("0011_insert_new_effect.sql")),
 ];
 
 /// The newest version in [`MIGRATIONS`].

@@ -49,6 +49,25 @@ pub(super) struct PostgresTx {
 struct Queued {
     sql: String,
     on_error: OnError,
+    /// The check of [`Tx::expect_no_effect`], kept apart so that the insert of the call's effect
+    /// can take it in: the two are then one function call (`undolog_insert_new_effect`).
+    check: Option<Check>,
+}
+
+/// What an earlier effect of a call is looked for by: `signature` or `key`, and its value.
+struct Check {
+    by: &'static str,
+    value: String,
+}
+
+impl Check {
+    /// Whether `e` is an effect this check looks for.
+    fn finds(&self, e: &Effect) -> bool {
+        match self.by {
+            "key" => e.idempotency_key.as_deref() == Some(self.value.as_str()),
+            _ => e.signature.as_str() == self.value,
+        }
+    }
 }
 
 enum OnError {
@@ -60,10 +79,20 @@ enum OnError {
     Missing { what: &'static str, id: String },
     /// `UL001` from a conditional write (migration 8): the row changed since it was read.
     Changed { what: &'static str, id: String },
+    /// The insert of a new call's effect with the check that it is new (migration 11): `UL001`
+    /// when an earlier effect of the call exists, a unique violation when this one does.
+    NewEffect { call: String, effect: String },
 }
 
 /// The SQLSTATE of a conditional write whose condition does not hold (migration 8).
 const CHANGED: &str = "UL001";
+
+/// An effect's insert, with the org as `$1` and its columns after.
+const INSERT_EFFECT: &str = "SELECT undolog_insert_effect($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+    $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)";
+/// The same, and how to look for an earlier effect of the call, which must not exist.
+const INSERT_NEW_EFFECT: &str = "SELECT undolog_insert_new_effect($1, $2, $3, $4, $5, $6, $7, \
+    $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)";
 
 impl OnError {
     fn explain(&self, error: sqlx::Error) -> Error {
@@ -83,6 +112,15 @@ impl OnError {
                     what,
                     id: id.clone(),
                 }
+            }
+            OnError::NewEffect { call, .. } if db.code().as_deref() == Some(CHANGED) => {
+                Error::Changed {
+                    what: "call",
+                    id: call.clone(),
+                }
+            }
+            OnError::NewEffect { effect, .. } if db.is_unique_violation() => {
+                Error::AlreadyExists(effect.clone())
             }
             _ => error.into(),
         }
@@ -128,7 +166,22 @@ impl PostgresTx {
     }
 
     fn queue(&mut self, sql: String, on_error: OnError) {
-        self.queued.push(Queued { sql, on_error });
+        self.queued.push(Queued {
+            sql,
+            on_error,
+            check: None,
+        });
+    }
+
+    /// Takes out of the queue the check of [`Tx::expect_no_effect`] that finds `e`, if one waits.
+    /// Every lookup runs under its call's advisory lock, taken before the check was queued, so the
+    /// check gives the same answer made with the insert as made where it was queued.
+    fn take_check(&mut self, e: &Effect) -> Option<Check> {
+        let at = self
+            .queued
+            .iter()
+            .position(|q| q.check.as_ref().is_some_and(|c| c.finds(e)))?;
+        self.queued.remove(at).check
     }
 
     /// Sends the queued statements and then `last` in one message; the rows of each of `last`.
@@ -426,35 +479,42 @@ impl Tx for PostgresTx {
         let result = e.result.as_ref().map(serde_json::to_string).transpose()?;
         let verdicts = e.verdicts.as_ref().map(serde_json::to_string).transpose()?;
         let approval = e.approval.map(|a| a.to_string());
-        // A function (migration 8): its INSERT is planned once per connection.
-        let sql = self.sql(
-            "SELECT undolog_insert_effect($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-             $14, $15, $16, $17, $18, $19, $20, $21, $22)",
-            &[
-                id.as_str().into(),
-                e.session.as_str().into(),
-                e.seq.into(),
-                e.tool.as_str().into(),
-                args.as_str().into(),
-                e.step.map(|s| s as i64).into(),
-                e.signature.as_str().into(),
-                e.idempotency_key.as_deref().into(),
-                e.tier.as_str().into(),
-                compensation.as_deref().into(),
-                e.state.as_str().into(),
-                result.as_deref().into(),
-                e.error.as_deref().into(),
-                approval.as_deref().into(),
-                e.lease.as_ref().map(|l| l.holder.as_str()).into(),
-                e.lease.as_ref().map(|l| l.expires_at.as_millis()).into(),
-                e.created_at.as_millis().into(),
-                e.updated_at.as_millis().into(),
-                e.completed_at.map(Timestamp::as_millis).into(),
-                e.resolved_by.as_deref().into(),
-                verdicts.as_deref().into(),
-            ],
-        )?;
-        self.queue(sql, OnError::Exists(format!("effect {id}")));
+        let check = self.take_check(e);
+        let mut values: Vec<Value<'_>> = vec![
+            id.as_str().into(),
+            e.session.as_str().into(),
+            e.seq.into(),
+            e.tool.as_str().into(),
+            args.as_str().into(),
+            e.step.map(|s| s as i64).into(),
+            e.signature.as_str().into(),
+            e.idempotency_key.as_deref().into(),
+            e.tier.as_str().into(),
+            compensation.as_deref().into(),
+            e.state.as_str().into(),
+            result.as_deref().into(),
+            e.error.as_deref().into(),
+            approval.as_deref().into(),
+            e.lease.as_ref().map(|l| l.holder.as_str()).into(),
+            e.lease.as_ref().map(|l| l.expires_at.as_millis()).into(),
+            e.created_at.as_millis().into(),
+            e.updated_at.as_millis().into(),
+            e.completed_at.map(Timestamp::as_millis).into(),
+            e.resolved_by.as_deref().into(),
+            verdicts.as_deref().into(),
+        ];
+        // Functions (migrations 8 and 11): their statements are planned once per connection.
+        let (function, on_error) = match &check {
+            None => (INSERT_EFFECT, OnError::Exists(format!("effect {id}"))),
+            Some(check) => {
+                values.extend([Value::from(check.by), Value::from(check.value.as_str())]);
+                let call = check.value.clone();
+                let effect = format!("effect {id}");
+                (INSERT_NEW_EFFECT, OnError::NewEffect { call, effect })
+            }
+        };
+        let sql = self.sql(function, &values)?;
+        self.queue(sql, on_error);
         Ok(())
     }
 
@@ -578,7 +638,14 @@ impl Tx for PostgresTx {
             &[by.into(), value.into()],
         )?;
         let id = value.to_owned();
-        self.queue(sql, OnError::Changed { what: "call", id });
+        self.queued.push(Queued {
+            sql,
+            on_error: OnError::Changed { what: "call", id },
+            check: Some(Check {
+                by,
+                value: value.to_owned(),
+            }),
+        });
         Ok(())
     }
 
