@@ -203,6 +203,8 @@ async fn a_calls_outcome_joins_its_sessions_next_transaction() {
     );
 }
 
+/// A batch holds its session writes back and writes each session once before its COMMIT, as
+/// its last call left it: a trigger counts the writes of the session row per transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_writes_its_session_once_however_many_calls_it_carries() {
     let db = ScratchDatabase::new("undolog_test_engine");

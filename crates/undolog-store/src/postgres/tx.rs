@@ -11,7 +11,8 @@
 //! `UL001` (migration 8), for the same reason. The error reaches the caller from the read or the
 //! commit that carried the write. Values are written into the text as literals (`literal`); the
 //! writes every call makes are calls of functions (migration 8), whose plans each connection makes
-//! once.
+//! once, and a new call's check that no earlier effect exists travels inside the insert of its
+//! effect (`undolog_insert_new_effect`, migration 11; see `PostgresTx::take_check`).
 //!
 //! Queries still say `WHERE org = …`: row-level security would hide other orgs' rows anyway, but
 //! the condition lets the planner use the `(…, org)` indexes and keeps the SQL the same as
