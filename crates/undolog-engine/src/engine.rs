@@ -637,10 +637,10 @@ impl Engine {
         for write in writes {
             match write {
                 Write::PutSession(s) if expected.held.is_some_and(|held| held.contains(&s.id)) => {}
-                Write::PutSession(s) => match expected.sessions.iter().find(|b| b.id == s.id) {
-                    Some(before) => tx.replace_session(before, s).await?,
-                    None => tx.put_session(s).await?,
-                },
+                Write::PutSession(s) => {
+                    let before = expected.sessions.iter().find(|b| b.id == s.id);
+                    write_session(tx, before, s).await?
+                }
                 Write::InsertEffect(e) => {
                     tx.insert_effect(e).await?;
                     events.push(Event::EffectIntercepted {
@@ -827,6 +827,20 @@ pub fn validate(config: &EngineConfig, call: &Call) -> Result<(), Error> {
     let limit = config.max_args_bytes;
     if len > limit {
         return Err(Error::ArgsTooLarge { len, limit });
+    }
+    Ok(())
+}
+
+/// Writes session `after`: only if the stored row is still `before` when the session was taken as
+/// remembered instead of read, else as it is.
+pub(crate) async fn write_session(
+    tx: &mut dyn Tx,
+    before: Option<&Session>,
+    after: &Session,
+) -> Result<(), Error> {
+    match before {
+        Some(before) => tx.replace_session(before, after).await?,
+        None => tx.put_session(after).await?,
     }
     Ok(())
 }

@@ -649,10 +649,7 @@ impl Engine {
     /// operations left it: only if the stored row is still as remembered, when it was not read.
     async fn write_held_sessions(&self, tx: &mut dyn Tx, known: &Known) -> Result<(), Error> {
         for (before, after) in known.held_writes() {
-            match before {
-                Some(before) => tx.replace_session(before, after).await?,
-                None => tx.put_session(after).await?,
-            }
+            crate::engine::write_session(tx, before, after).await?;
         }
         Ok(())
     }

@@ -142,9 +142,7 @@ impl SessionBatches {
             self.start_batch(&mut queues)
         };
         if let Some(batch) = start {
-            // On a task of its own: the batch goes on if this caller stops waiting.
-            let engine = engine.clone();
-            tokio::spawn(async move { engine.lead_batches(batch).await });
+            lead(engine, batch);
         }
         answer.await.unwrap_or(Err(Error::Stopped))
     }
@@ -178,8 +176,10 @@ impl SessionBatches {
 
 /// Gives a batch task's sessions back if it ends without doing so (it panicked): their waiting
 /// operations are dropped, so their callers hear `Stopped` instead of waiting for ever, and the
-/// task no longer counts as in flight.
+/// task no longer counts as in flight. Other sessions that were ready get a batch of their own, as
+/// the task would have given them.
 struct Release<'a> {
+    engine: &'a Engine,
     batches: &'a SessionBatches,
     sessions: Option<Vec<Key>>,
 }
@@ -189,13 +189,26 @@ impl Drop for Release<'_> {
         let Some(sessions) = self.sessions.take() else {
             return;
         };
-        let mut queues = self.batches.lock();
-        for key in &sessions {
-            queues.waiting.remove(key);
+        let next = {
+            let mut queues = self.batches.lock();
+            for key in &sessions {
+                queues.waiting.remove(key);
+            }
+            queues.release(sessions);
+            queues.in_flight -= 1;
+            self.batches.start_batch(&mut queues)
+        };
+        if let Some(batch) = next {
+            lead(self.engine, batch);
         }
-        queues.release(sessions);
-        queues.in_flight -= 1;
     }
+}
+
+/// Carries out `batch`, and the batches after it, on a task of its own: the batch goes on if its
+/// callers stop waiting.
+fn lead(engine: &Engine, batch: Batch) {
+    let engine = engine.clone();
+    tokio::spawn(async move { engine.lead_batches(batch).await });
 }
 
 impl Engine {
@@ -206,6 +219,7 @@ impl Engine {
         };
         loop {
             let mut release = Release {
+                engine: self,
                 batches,
                 sessions: Some(batch.sessions),
             };

@@ -55,18 +55,43 @@ struct Queued {
     check: Option<Check>,
 }
 
-/// What an earlier effect of a call is looked for by: `signature` or `key`, and its value.
-struct Check {
-    by: &'static str,
-    value: String,
+/// What an earlier effect of a call is looked for by, which must not exist.
+enum Check {
+    Signature(String),
+    Key(String),
 }
 
 impl Check {
+    /// The check of `lookup`; `None` for [`EffectLookup::Nothing`], which looks for nothing.
+    fn of(lookup: EffectLookup<'_>) -> Option<Check> {
+        match lookup {
+            EffectLookup::Nothing => None,
+            EffectLookup::LatestBySignature(signature) => {
+                Some(Check::Signature(signature.as_str().to_owned()))
+            }
+            EffectLookup::LatestByKey(key) => Some(Check::Key(key.to_owned())),
+        }
+    }
+
+    /// The functions' `p_by` (migrations 8 and 11).
+    fn by(&self) -> &'static str {
+        match self {
+            Check::Signature(_) => "signature",
+            Check::Key(_) => "key",
+        }
+    }
+
+    fn value(&self) -> &str {
+        match self {
+            Check::Signature(value) | Check::Key(value) => value,
+        }
+    }
+
     /// Whether `e` is an effect this check looks for.
     fn finds(&self, e: &Effect) -> bool {
-        match self.by {
-            "key" => e.idempotency_key.as_deref() == Some(self.value.as_str()),
-            _ => e.signature.as_str() == self.value,
+        match self {
+            Check::Signature(signature) => e.signature.as_str() == signature,
+            Check::Key(key) => e.idempotency_key.as_deref() == Some(key.as_str()),
         }
     }
 }
@@ -508,8 +533,8 @@ impl Tx for PostgresTx {
         let (function, on_error) = match &check {
             None => (INSERT_EFFECT, OnError::Exists(format!("effect {id}"))),
             Some(check) => {
-                values.extend([Value::from(check.by), Value::from(check.value.as_str())]);
-                let call = check.value.clone();
+                values.extend([Value::from(check.by()), Value::from(check.value())]);
+                let call = check.value().to_owned();
                 let effect = format!("effect {id}");
                 (INSERT_NEW_EFFECT, OnError::NewEffect { call, effect })
             }
@@ -629,23 +654,18 @@ impl Tx for PostgresTx {
 
     /// Queued, as [`Tx::replace_session`]: the error comes with the next read or the commit.
     async fn expect_no_effect(&mut self, lookup: EffectLookup<'_>) -> Result<()> {
-        let (by, value) = match lookup {
-            EffectLookup::Nothing => return Ok(()),
-            EffectLookup::LatestBySignature(signature) => ("signature", signature.as_str()),
-            EffectLookup::LatestByKey(key) => ("key", key),
+        let Some(check) = Check::of(lookup) else {
+            return Ok(());
         };
         let sql = self.sql(
             "SELECT undolog_expect_no_effect($1, $2, $3)",
-            &[by.into(), value.into()],
+            &[check.by().into(), check.value().into()],
         )?;
-        let id = value.to_owned();
+        let id = check.value().to_owned();
         self.queued.push(Queued {
             sql,
             on_error: OnError::Changed { what: "call", id },
-            check: Some(Check {
-                by,
-                value: value.to_owned(),
-            }),
+            check: Some(check),
         });
         Ok(())
     }
