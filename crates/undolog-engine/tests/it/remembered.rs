@@ -172,8 +172,13 @@ async fn new_calls_in_a_known_session_and_their_outcomes_write_without_reading_f
         ("undolog_insert_new_effect", CALLS - 1),
         ("undolog_expect_no_effect", 0),
         ("undolog_replace_session", CALLS - 1),
-        // Every outcome is written on the effect as its intercept recorded it.
-        ("undolog_replace_effect", CALLS),
+        // Every outcome is written on the effect as its intercept recorded it, with the effect's
+        // entry on the undo stack, in one function.
+        ("undolog_replace_effect_push_undo", CALLS),
+        ("undolog_replace_effect", 0),
+        ("undolog_push_undo", 0),
+        // Each transaction's advisory locks are taken in one statement.
+        ("undolog_lock_calls", CALLS),
     ]
     .into_iter()
     .map(|(name, calls)| (name.to_owned(), calls))

@@ -11,8 +11,10 @@
 //! `UL001` (migration 8), for the same reason. The error reaches the caller from the read or the
 //! commit that carried the write. Values are written into the text as literals (`literal`); the
 //! writes every call makes are calls of functions (migration 8), whose plans each connection makes
-//! once, and a new call's check that no earlier effect exists travels inside the insert of its
-//! effect (`undolog_insert_new_effect`, migration 11; see `PostgresTx::take_check`).
+//! once. Some queued statements join into one (`Fold`): a new call's check that no earlier effect
+//! exists travels inside the insert of its effect (`undolog_insert_new_effect`, migration 11; see
+//! `PostgresTx::take_check`), locks taken one after another are one statement, and so are an
+//! outcome and the undo entry of its effect (migration 12).
 //!
 //! Queries still say `WHERE org = …`: row-level security would hide other orgs' rows anyway, but
 //! the condition lets the planner use the `(…, org)` indexes and keeps the SQL the same as
@@ -50,9 +52,36 @@ pub(super) struct PostgresTx {
 struct Queued {
     sql: String,
     on_error: OnError,
-    /// The check of [`Tx::expect_no_effect`], kept apart so that the insert of the call's effect
-    /// can take it in: the two are then one function call (`undolog_insert_new_effect`).
-    check: Option<Check>,
+    /// What a statement queued later may be folded into this one as.
+    fold: Fold,
+}
+
+/// A queued statement that a later one joins, so that both are one statement on the server
+/// (migrations 11 and 12).
+enum Fold {
+    /// Nothing joins it.
+    Nothing,
+    /// The check of [`Tx::expect_no_effect`], which the insert of the call's effect takes in
+    /// (`undolog_insert_new_effect`; see [`PostgresTx::take_check`]).
+    Check(Check),
+    /// Advisory locks, in the order taken: the locks queued right after join them
+    /// (`undolog_lock_calls`). `sql` is empty; the statement is made when it is sent.
+    Locks(Vec<i64>),
+    /// `undolog_replace_effect` with these arguments: the push of the effect's undo entry queued
+    /// right after joins it (`undolog_replace_effect_push_undo`).
+    ReplaceEffect { effect: EffectId, args: String },
+}
+
+impl Queued {
+    fn text(&self) -> std::borrow::Cow<'_, str> {
+        match &self.fold {
+            Fold::Locks(keys) => {
+                let keys: Vec<String> = keys.iter().map(i64::to_string).collect();
+                format!("SELECT undolog_lock_calls('{{{}}}')", keys.join(",")).into()
+            }
+            _ => self.sql.as_str().into(),
+        }
+    }
 }
 
 /// What an earlier effect of a call is looked for by, which must not exist.
@@ -195,7 +224,7 @@ impl PostgresTx {
         self.queued.push(Queued {
             sql,
             on_error,
-            check: None,
+            fold: Fold::Nothing,
         });
     }
 
@@ -206,8 +235,11 @@ impl PostgresTx {
         let at = self
             .queued
             .iter()
-            .position(|q| q.check.as_ref().is_some_and(|c| c.finds(e)))?;
-        self.queued.remove(at).check
+            .position(|q| matches!(&q.fold, Fold::Check(c) if c.finds(e)))?;
+        match self.queued.remove(at).fold {
+            Fold::Check(check) => Some(check),
+            _ => None,
+        }
     }
 
     /// Sends the queued statements and then `last` in one message; the rows of each of `last`.
@@ -216,13 +248,13 @@ impl PostgresTx {
             return Err(Error::Aborted);
         }
         let queued = std::mem::take(&mut self.queued);
-        let statements: Vec<&str> = queued
+        let statements: Vec<std::borrow::Cow<'_, str>> = queued
             .iter()
-            .map(|q| q.sql.as_str())
-            .chain(last.iter().copied())
+            .map(Queued::text)
+            .chain(last.iter().map(|s| (*s).into()))
             .collect();
         let mut sql = String::with_capacity(statements.iter().map(|s| s.len() + 2).sum());
-        for statement in statements {
+        for statement in &statements {
             sql.push_str(statement);
             sql.push_str(";\n");
         }
@@ -371,11 +403,23 @@ impl Drop for PostgresTx {
 
 #[async_trait]
 impl Tx for PostgresTx {
-    /// Queued: the lock is taken, in order, by the message that carries the next read or COMMIT.
-    /// Released at commit or rollback; never held across transactions on a pooled connection.
+    /// Queued: the lock is taken, in order, by the message that carries the next read or COMMIT;
+    /// locks queued one after another are one statement. Released at commit or rollback; never
+    /// held across transactions on a pooled connection.
     async fn lock(&mut self, key: LockKey) -> Result<()> {
-        let sql = render("SELECT pg_advisory_xact_lock($1)", &[key.as_i64().into()])?;
-        self.queue(sql, OnError::Database);
+        if let Some(Queued {
+            fold: Fold::Locks(keys),
+            ..
+        }) = self.queued.last_mut()
+        {
+            keys.push(key.as_i64());
+            return Ok(());
+        }
+        self.queued.push(Queued {
+            sql: String::new(),
+            on_error: OnError::Database,
+            fold: Fold::Locks(vec![key.as_i64()]),
+        });
         Ok(())
     }
 
@@ -623,9 +667,9 @@ impl Tx for PostgresTx {
             .transpose()?;
         let (was_holder, was_expires) = holder_and_expiry(before.lease.as_ref());
         let (new_holder, new_expires) = holder_and_expiry(after.lease.as_ref());
-        let sql = self.sql(
-            "SELECT undolog_replace_effect($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-             $13, $14, $15, $16, $17, $18, $19, $20)",
+        let args = self.sql(
+            "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+             $19, $20",
             &[
                 id.as_str().into(),
                 before.state.as_str().into(),
@@ -648,7 +692,14 @@ impl Tx for PostgresTx {
                 verdicts.as_deref().into(),
             ],
         )?;
-        self.queue(sql, OnError::Changed { what: "effect", id });
+        self.queued.push(Queued {
+            sql: format!("SELECT undolog_replace_effect({args})"),
+            on_error: OnError::Changed { what: "effect", id },
+            fold: Fold::ReplaceEffect {
+                effect: before.id,
+                args,
+            },
+        });
         Ok(())
     }
 
@@ -665,7 +716,7 @@ impl Tx for PostgresTx {
         self.queued.push(Queued {
             sql,
             on_error: OnError::Changed { what: "call", id },
-            check: Some(check),
+            fold: Fold::Check(check),
         });
         Ok(())
     }
@@ -761,12 +812,25 @@ impl Tx for PostgresTx {
         self.read(&sql, rows::approval).await
     }
 
+    /// Queued; right after the outcome of its effect, joined to it.
     async fn push_undo(
         &mut self,
         session: &SessionId,
         effect: EffectId,
         at: Timestamp,
     ) -> Result<()> {
+        if let Some(last) = self.queued.last_mut()
+            && let Fold::ReplaceEffect {
+                effect: replaced,
+                args,
+            } = &last.fold
+            && *replaced == effect
+        {
+            let pushed = render("$1, $2", &[session.as_str().into(), at.as_millis().into()])?;
+            last.sql = format!("SELECT undolog_replace_effect_push_undo({args}, {pushed})");
+            last.fold = Fold::Nothing;
+            return Ok(());
+        }
         let sql = self.sql(
             "SELECT undolog_push_undo($1, $2, $3, $4)",
             &[
