@@ -24,6 +24,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (10, include_str!("0010_effect_key_by_id.sql")),
     (11, include_str!("0011_insert_new_effect.sql")),
     (12, include_str!("0012_fewer_statements.sql")),
+    (13, include_str!("0013_one_key_by_id.sql")),
 ];
 
 /// The newest version in [`MIGRATIONS`].
