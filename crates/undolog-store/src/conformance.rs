@@ -1004,23 +1004,36 @@ pub async fn an_effect_is_replaced_only_while_it_is_as_remembered(store: Arc<dyn
             Box::new(|e| e.resolved_by = Some("api-key:ops".into())),
         ),
     ];
+    // An outcome and its effect's undo entry, as a compensable call's commit writes them (one
+    // statement on PostgreSQL): the entry is kept only with the outcome.
+    let pushed = Timestamp(3_000);
     for (column, change) in &stale {
         let mut remembered = stored.clone();
         change(&mut remembered);
         let mut tx = beside_a_bystander(&*store).await;
-        let written = tx.0.replace_effect(&remembered, &done).await;
+        let written = match tx.0.replace_effect(&remembered, &done).await {
+            Ok(()) => tx.0.push_undo(&stored.session, stored.id, pushed).await,
+            failed => failed,
+        };
         let result = remembered_write(&*store, tx, written).await;
         assert!(
             matches!(result, Err(Error::Changed { what: "effect", .. })),
             "remembered with another {column}: {result:?}"
         );
     }
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(tx.undo_stack(&stored.session).await.unwrap(), []);
+    drop(tx);
 
     let mut tx = beside_a_bystander(&*store).await;
-    let written = tx.0.replace_effect(&stored, &done).await;
+    let written = match tx.0.replace_effect(&stored, &done).await {
+        Ok(()) => tx.0.push_undo(&stored.session, stored.id, pushed).await,
+        failed => failed,
+    };
     remembered_write(&*store, tx, written).await.unwrap();
     let mut tx = store.begin(&org("acme")).await.unwrap();
     assert_eq!(tx.effect(stored.id).await.unwrap(), Some(done.clone()));
+    assert_eq!(tx.undo_stack(&stored.session).await.unwrap(), [stored.id]);
     drop(tx);
 
     let mut tx = store.begin(&org("globex")).await.unwrap();
