@@ -1,5 +1,6 @@
 //! The engine against a real SQLite store: each module reads like one feature.
 
+mod answered_early;
 mod approvals;
 mod bad_input;
 mod concurrency;
