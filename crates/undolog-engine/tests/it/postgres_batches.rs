@@ -144,6 +144,7 @@ async fn calls_of_sessions_at_once_share_transactions_and_each_session_is_number
             "session {n} numbered without gaps or repeats"
         );
     }
+    assert_references_hold(&db);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,6 +201,22 @@ async fn a_calls_outcome_joins_its_sessions_next_transaction() {
     assert_ne!(
         mixed, "0",
         "outcomes and new calls of a session share transactions"
+    );
+    assert_references_hold(&db);
+}
+
+/// Every effect's session exists, and every undo entry's effect: the writes check what foreign
+/// keys checked before migration 14.
+fn assert_references_hold(db: &ScratchDatabase) {
+    let dangling = db.query(
+        "SELECT (SELECT count(*) FROM effects e WHERE NOT EXISTS \
+         (SELECT FROM sessions s WHERE s.org = e.org AND s.id = e.session)) \
+         + (SELECT count(*) FROM undo_stack u WHERE NOT EXISTS \
+         (SELECT FROM effects e WHERE e.org = u.org AND e.id = u.effect_id))",
+    );
+    assert_eq!(
+        dangling, "0",
+        "no reference names a row that does not exist"
     );
 }
 

@@ -25,6 +25,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("0011_insert_new_effect.sql")),
     (12, include_str!("0012_fewer_statements.sql")),
     (13, include_str!("0013_one_key_by_id.sql")),
+    (14, include_str!("0014_references_checked_by_writes.sql")),
 ];
 
 /// The newest version in [`MIGRATIONS`].
