@@ -11,7 +11,7 @@
 //! `UL001` (migration 8), for the same reason. The error reaches the caller from the read or the
 //! commit that carried the write. Values are written into the text as literals (`literal`); the
 //! writes every call makes are calls of functions (migration 8), whose plans each connection makes
-//! once. Some queued statements join into one (`Fold`): a new call's check that no earlier effect
+//! once. Some queued statements join into one (`Statement`): a new call's check that no earlier effect
 //! exists travels inside the insert of its effect (`undolog_insert_new_effect`, migration 11; see
 //! `PostgresTx::take_check`), locks taken one after another are one statement, and so are an
 //! outcome and the undo entry of its effect (migration 12).
@@ -50,22 +50,19 @@ pub(super) struct PostgresTx {
 
 /// A statement waiting for the next message, and what its failure means.
 struct Queued {
-    sql: String,
+    statement: Statement,
     on_error: OnError,
-    /// What a statement queued later may be folded into this one as.
-    fold: Fold,
 }
 
-/// A queued statement that a later one joins, so that both are one statement on the server
-/// (migrations 11 and 12).
-enum Fold {
-    /// Nothing joins it.
-    Nothing,
-    /// The check of [`Tx::expect_no_effect`], which the insert of the call's effect takes in
-    /// (`undolog_insert_new_effect`; see [`PostgresTx::take_check`]).
-    Check(Check),
+/// A queued statement, as what a statement queued later may join (migrations 11 and 12).
+enum Statement {
+    /// Sent as it is; nothing joins it.
+    Sql(String),
+    /// The check of [`Tx::expect_no_effect`], sent as `sql` unless the insert of the call's
+    /// effect takes it in (`undolog_insert_new_effect`; see [`PostgresTx::take_check`]).
+    Check { sql: String, check: Check },
     /// Advisory locks, in the order taken: the locks queued right after join them
-    /// (`undolog_lock_calls`). `sql` is empty; the statement is made when it is sent.
+    /// (`undolog_lock_calls`).
     Locks(Vec<i64>),
     /// `undolog_replace_effect` with these arguments: the push of the effect's undo entry queued
     /// right after joins it (`undolog_replace_effect_push_undo`).
@@ -74,12 +71,15 @@ enum Fold {
 
 impl Queued {
     fn text(&self) -> std::borrow::Cow<'_, str> {
-        match &self.fold {
-            Fold::Locks(keys) => {
+        match &self.statement {
+            Statement::Sql(sql) | Statement::Check { sql, .. } => sql.as_str().into(),
+            Statement::Locks(keys) => {
                 let keys: Vec<String> = keys.iter().map(i64::to_string).collect();
                 format!("SELECT undolog_lock_calls('{{{}}}')", keys.join(",")).into()
             }
-            _ => self.sql.as_str().into(),
+            Statement::ReplaceEffect { args, .. } => {
+                format!("SELECT undolog_replace_effect({args})").into()
+            }
         }
     }
 }
@@ -222,9 +222,8 @@ impl PostgresTx {
 
     fn queue(&mut self, sql: String, on_error: OnError) {
         self.queued.push(Queued {
-            sql,
+            statement: Statement::Sql(sql),
             on_error,
-            fold: Fold::Nothing,
         });
     }
 
@@ -232,12 +231,11 @@ impl PostgresTx {
     /// Every lookup runs under its call's advisory lock, taken before the check was queued, so the
     /// check gives the same answer made with the insert as made where it was queued.
     fn take_check(&mut self, e: &Effect) -> Option<Check> {
-        let at = self
-            .queued
-            .iter()
-            .position(|q| matches!(&q.fold, Fold::Check(c) if c.finds(e)))?;
-        match self.queued.remove(at).fold {
-            Fold::Check(check) => Some(check),
+        let at = self.queued.iter().position(
+            |q| matches!(&q.statement, Statement::Check { check, .. } if check.finds(e)),
+        )?;
+        match self.queued.remove(at).statement {
+            Statement::Check { check, .. } => Some(check),
             _ => None,
         }
     }
@@ -408,7 +406,7 @@ impl Tx for PostgresTx {
     /// held across transactions on a pooled connection.
     async fn lock(&mut self, key: LockKey) -> Result<()> {
         if let Some(Queued {
-            fold: Fold::Locks(keys),
+            statement: Statement::Locks(keys),
             ..
         }) = self.queued.last_mut()
         {
@@ -416,9 +414,8 @@ impl Tx for PostgresTx {
             return Ok(());
         }
         self.queued.push(Queued {
-            sql: String::new(),
+            statement: Statement::Locks(vec![key.as_i64()]),
             on_error: OnError::Database,
-            fold: Fold::Locks(vec![key.as_i64()]),
         });
         Ok(())
     }
@@ -693,12 +690,11 @@ impl Tx for PostgresTx {
             ],
         )?;
         self.queued.push(Queued {
-            sql: format!("SELECT undolog_replace_effect({args})"),
-            on_error: OnError::Changed { what: "effect", id },
-            fold: Fold::ReplaceEffect {
+            statement: Statement::ReplaceEffect {
                 effect: before.id,
                 args,
             },
+            on_error: OnError::Changed { what: "effect", id },
         });
         Ok(())
     }
@@ -714,9 +710,8 @@ impl Tx for PostgresTx {
         )?;
         let id = check.value().to_owned();
         self.queued.push(Queued {
-            sql,
+            statement: Statement::Check { sql, check },
             on_error: OnError::Changed { what: "call", id },
-            fold: Fold::Check(check),
         });
         Ok(())
     }
@@ -820,15 +815,15 @@ impl Tx for PostgresTx {
         at: Timestamp,
     ) -> Result<()> {
         if let Some(last) = self.queued.last_mut()
-            && let Fold::ReplaceEffect {
+            && let Statement::ReplaceEffect {
                 effect: replaced,
                 args,
-            } = &last.fold
+            } = &last.statement
             && *replaced == effect
         {
             let pushed = render("$1, $2", &[session.as_str().into(), at.as_millis().into()])?;
-            last.sql = format!("SELECT undolog_replace_effect_push_undo({args}, {pushed})");
-            last.fold = Fold::Nothing;
+            let sql = format!("SELECT undolog_replace_effect_push_undo({args}, {pushed})");
+            last.statement = Statement::Sql(sql);
             return Ok(());
         }
         let sql = self.sql(
