@@ -20,10 +20,20 @@ const RUN_CACHE_FOR: Duration = Duration::from_secs(1);
 /// here, or in another process that shares the store through hints, is forgotten at once; one
 /// that closes in a process that shares no hints is taken as current for at most
 /// [`RUN_CACHE_FOR`] more.
+///
+/// Callers that find a principal's run missing or stale read it one at a time, each first
+/// looking again at what the one before it read: when the remembered run goes stale under load,
+/// one caller reads it and the rest take its answer, instead of each queueing on the principal's
+/// lock for a transaction of its own.
 #[derive(Debug, Default)]
-pub(crate) struct RunCache(
-    std::sync::Mutex<std::collections::HashMap<(OrgId, String), (SessionId, Timestamp)>>,
-);
+pub(crate) struct RunCache(std::sync::Mutex<std::collections::HashMap<(OrgId, String), Run>>);
+
+/// A principal's run as last read, and the turn its readers take.
+#[derive(Debug, Default)]
+struct Run {
+    read: Option<(SessionId, Timestamp)>,
+    reading: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
 
 impl RunCache {
     fn get(
@@ -34,14 +44,25 @@ impl RunCache {
         fresh_for: Duration,
     ) -> Option<SessionId> {
         let runs = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let (id, seen) = runs.get(&(org.clone(), principal.to_owned()))?;
+        let (id, seen) = runs
+            .get(&(org.clone(), principal.to_owned()))?
+            .read
+            .as_ref()?;
         let age = u64::try_from(now.as_millis() - seen.as_millis()).unwrap_or(u64::MAX);
         (Duration::from_millis(age) < fresh_for).then(|| id.clone())
     }
 
     fn put(&self, org: &OrgId, principal: &str, id: &SessionId, now: Timestamp) {
         let mut runs = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        runs.insert((org.clone(), principal.to_owned()), (id.clone(), now));
+        let run = runs.entry((org.clone(), principal.to_owned())).or_default();
+        run.read = Some((id.clone(), now));
+    }
+
+    /// The principal's turn to read its run; held while reading.
+    fn reading(&self, org: &OrgId, principal: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+        let mut runs = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let run = runs.entry((org.clone(), principal.to_owned())).or_default();
+        run.reading.clone()
     }
 
     /// Forgets the session when it stops taking calls (closed, failed, undone).
@@ -54,7 +75,11 @@ impl RunCache {
             && *state != SessionState::Active
         {
             let mut runs = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            runs.retain(|(o, _), (id, _)| !(o == org && id == session));
+            for ((o, _), run) in runs.iter_mut() {
+                if o == org && run.read.as_ref().is_some_and(|(id, _)| id == session) {
+                    run.read = None;
+                }
+            }
         }
     }
 }
@@ -72,11 +97,17 @@ impl Engine {
         principal: &str,
         idle: Duration,
     ) -> Result<SessionId, Error> {
-        let now = self.now();
         // Asked again within a moment, the answer is the one just read (see `RunCache`).
         let fresh_for = (idle / 2).min(RUN_CACHE_FOR);
-        if let Some(id) = self.inner().runs.get(org, principal, now, fresh_for) {
+        let runs = &self.inner().runs;
+        if let Some(id) = runs.get(org, principal, self.now(), fresh_for) {
             return Ok(id);
+        }
+        let turn = runs.reading(org, principal);
+        let _reading = turn.lock().await;
+        let now = self.now();
+        if let Some(id) = runs.get(org, principal, now, fresh_for) {
+            return Ok(id); // read by the caller before this one
         }
         let mut tx = self.begin(org).await?;
         tx.lock(LockKey::of(format!("run\0{org}\0{principal}").as_bytes()))
@@ -94,7 +125,7 @@ impl Engine {
                 id
             }
         };
-        self.inner().runs.put(org, principal, &id, now);
+        runs.put(org, principal, &id, now);
         Ok(id)
     }
 

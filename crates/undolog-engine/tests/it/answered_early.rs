@@ -4,24 +4,24 @@
 //! the record's transaction cannot commit (it writes the row last), and the caller has its answer
 //! anyway; the record is kept once the row is let go.
 
-use std::{
-    process::{Child, Command},
-    time::Duration,
-};
+use std::time::Duration;
 
 use serde_json::json;
 use undolog_engine::ReadOutcome;
 use undolog_store::scratch::ScratchDatabase;
 use undolog_types::EffectId;
 
-use crate::*;
+use crate::{
+    holder::{Holder, until, waiting_for_locks},
+    *,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_calls_record_is_answered_before_its_commit() {
     let db = ScratchDatabase::new("undolog_test_engine");
     let engine = postgres_engine(&db).await;
     must_execute(&engine, transfer("s1", 0)).await;
-    let holder = RowHolder::hold(
+    let holder = Holder::hold(
         &db,
         "SELECT 1 FROM sessions WHERE id = 's1' FOR NO KEY UPDATE",
     );
@@ -33,13 +33,8 @@ async fn a_read_only_calls_record_is_answered_before_its_commit() {
         .await
         .expect("answered while its transaction waits for the session's row");
     assert_eq!(kept.unwrap(), None, "the record is taken");
-    let waiting = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' \
-         AND application_name <> '{HOLDER}' AND wait_event_type = 'Lock'",
-        db.name()
-    );
     until("its transaction waits for the row to commit", || {
-        db.query(&waiting) == "1"
+        waiting_for_locks(&db) == 1
     })
     .await;
     let stored = || db.query(&format!("SELECT count(*) FROM effects WHERE id = '{id}'"));
@@ -50,65 +45,4 @@ async fn a_read_only_calls_record_is_answered_before_its_commit() {
         stored() == "1"
     })
     .await;
-}
-
-/// Waits up to ten seconds for `holds`.
-async fn until(what: &str, holds: impl Fn() -> bool) {
-    for _ in 0..200 {
-        if holds() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("not seen within ten seconds: {what}");
-}
-
-const HOLDER: &str = "undolog_test_row_holder";
-
-/// A connection that runs a locking read and keeps its transaction open until dropped.
-struct RowHolder<'a> {
-    db: &'a ScratchDatabase,
-    psql: Child,
-}
-
-impl RowHolder<'_> {
-    fn hold<'a>(db: &'a ScratchDatabase, locking: &str) -> RowHolder<'a> {
-        let psql = Command::new("psql")
-            .env("PGAPPNAME", HOLDER)
-            .args([
-                db.url().as_str(),
-                "-qAtc",
-                &format!("{locking}; SELECT pg_sleep(60)"),
-            ])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("psql runs");
-        let held = format!(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{HOLDER}' \
-             AND datname = '{}' AND wait_event = 'PgSleep'",
-            db.name()
-        );
-        for _ in 0..200 {
-            if db.query(&held) == "1" {
-                return RowHolder { db, psql };
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let mut psql = psql;
-        let _ = psql.kill();
-        let _ = psql.wait();
-        panic!("the row holder did not take the row");
-    }
-}
-
-impl Drop for RowHolder<'_> {
-    fn drop(&mut self) {
-        self.db.query(&format!(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE application_name = '{HOLDER}' AND datname = '{}'",
-            self.db.name()
-        ));
-        let _ = self.psql.kill();
-        let _ = self.psql.wait();
-    }
 }

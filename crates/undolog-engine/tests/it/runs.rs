@@ -7,7 +7,10 @@ use serde_json::json;
 use undolog_engine::{Call, Intercept};
 use undolog_types::{SessionId, SessionState};
 
-use crate::*;
+use crate::{
+    holder::{Holder, until, waiting_for_locks},
+    *,
+};
 
 const IDLE: Duration = Duration::from_secs(15 * 60);
 
@@ -96,6 +99,40 @@ async fn callers_arriving_together_join_one_run() {
     let mut runs = std::collections::BTreeSet::new();
     for t in tasks {
         runs.insert(t.await.unwrap().unwrap());
+    }
+    assert_eq!(runs.len(), 1, "{runs:?}");
+}
+
+/// Callers that find no run remembered, arriving together, wait for one read of it instead of
+/// each reading it in turn: on PostgreSQL a read takes the principal's lock, so reads one after
+/// another would hold every caller of the principal up (once a second under load, when the
+/// remembered run goes stale).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_that_find_no_run_remembered_wait_for_one_read() {
+    let db = undolog_store::scratch::ScratchDatabase::new("undolog_test_engine");
+    let engine = postgres_engine(&db).await;
+    let holder = Holder::hold(&db, "BEGIN; LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE");
+    let callers: Vec<_> = (0..8)
+        .map(|_| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.implicit_run(&org(), "api-key:a", IDLE).await })
+        })
+        .collect();
+    until("a read waits for the held table", || {
+        waiting_for_locks(&db) >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        waiting_for_locks(&db),
+        1,
+        "one read, the others wait for it"
+    );
+
+    drop(holder);
+    let mut runs = std::collections::BTreeSet::new();
+    for caller in callers {
+        runs.insert(caller.await.unwrap().unwrap());
     }
     assert_eq!(runs.len(), 1, "{runs:?}");
 }
