@@ -26,6 +26,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (12, include_str!("0012_fewer_statements.sql")),
     (13, include_str!("0013_one_key_by_id.sql")),
     (14, include_str!("0014_references_checked_by_writes.sql")),
+    (15, include_str!("0015_one_pending_index.sql")),
 ];
 
 /// The newest version in [`MIGRATIONS`].

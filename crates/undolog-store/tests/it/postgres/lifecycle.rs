@@ -322,6 +322,76 @@ async fn plans_kept_from_a_small_analyzed_log_still_find_one_effect_through_an_i
     );
 }
 
+/// When an executor is taken for dead, the leases of its pending effects end without the server
+/// reading the whole log: pending effects are few, and indexed apart from the rest.
+#[tokio::test]
+async fn a_dead_executors_leases_end_without_reading_the_whole_log() {
+    const LOG: usize = 20_000;
+    const PENDING: usize = 3;
+    let db = TestDb::create().await;
+    let store = db.open().await;
+    let mut owner = db.owner().await;
+    for sql in [
+        "INSERT INTO sessions (org, id, state, next_seq, created_at, updated_at) \
+         VALUES ('acme', 's1', 'active', 0, 0, 0)"
+            .to_owned(),
+        format!(
+            "INSERT INTO effects (id, org, session, seq, tool, args, signature, tier, state, \
+             lease_holder, lease_expires_at, created_at, updated_at) \
+             SELECT gen_random_uuid()::text, 'acme', 's1', g, 'transfer', '{{}}', \
+             encode(sha256(g::text::bytea), 'hex'), 'compensable', \
+             CASE WHEN g <= {PENDING} THEN 'pending' ELSE 'committed' END, \
+             CASE WHEN g <= {PENDING} THEN 'gw-old' END, \
+             CASE WHEN g <= {PENDING} THEN 50000 END, g, g \
+             FROM generate_series(1, {LOG}) g"
+        ),
+        "ANALYZE effects".to_owned(),
+        "SELECT pg_stat_reset()".to_owned(),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut owner)
+            .await
+            .unwrap();
+    }
+    // The same name starting again: the executor before it is taken for dead.
+    let beat = undolog_store::Beat {
+        executor: "gw-new",
+        name: "host:8080",
+        at: Timestamp(2_000),
+        stale_before: Timestamp(0),
+        starting: true,
+    };
+    let old = undolog_store::Beat {
+        executor: "gw-old",
+        at: Timestamp(1_000),
+        ..beat
+    };
+    store.beat(&old).await.unwrap();
+    let report = store.beat(&beat).await.unwrap();
+    assert_eq!(report.dead, ["gw-old"]);
+    assert_eq!(report.leases_ended, PENDING as u64);
+    drop(store);
+
+    // The server counts a backend's reads when its connection closes, a moment after.
+    let read = "SELECT seq_scan + coalesce(idx_scan, 0), seq_tup_read + coalesce(idx_tup_fetch, 0) \
+                FROM pg_stat_user_tables WHERE relname = 'effects'";
+    let mut counted = (0, 0);
+    for _ in 0..100 {
+        let row = sqlx::query(read).fetch_one(&mut owner).await.unwrap();
+        counted = (row.get::<i64, _>(0), row.get::<i64, _>(1));
+        if counted.0 >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (scans, rows) = counted;
+    assert!(scans >= 2, "the server counted {scans} scans of effects");
+    assert!(
+        rows < 100,
+        "ending {PENDING} leases read {rows} effects of {LOG}"
+    );
+}
+
 /// In one transaction: the earlier-effect check of a call never made (signature `n`), and a new
 /// `updated_at` for `effect`, written only while it is as just read (`undolog_replace_effect`).
 async fn check_new_call_and_outcome(store: &PostgresStore, n: usize, effect: EffectId) {
