@@ -62,6 +62,7 @@ async fn over_grpc(mut client: EffectEngineClient<Channel>) {
         effect_id: run.effect_id,
         result_json: json!({"paid": n}).to_string(),
         verdicts_json: None,
+        without_effect: true,
     };
     client.commit(commit).await.unwrap();
 }

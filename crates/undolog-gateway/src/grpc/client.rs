@@ -233,6 +233,7 @@ impl RemoteEngine {
             effect_id: effect.to_string(),
             result_json: result.to_string(),
             verdicts_json: verdicts.map(|v| v.to_string()),
+            without_effect: true,
         };
         let mut client = self.client.clone();
         let reply = client.commit(Self::request(request)).await;
@@ -252,6 +253,7 @@ impl RemoteEngine {
             error,
             details_json: details.map(|v| v.to_string()),
             verdicts_json: verdicts.map(|v| v.to_string()),
+            without_effect: true,
         };
         let mut client = self.client.clone();
         let reply = client.fail(Self::request(request)).await;

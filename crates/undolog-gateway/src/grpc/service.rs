@@ -100,6 +100,20 @@ impl EngineService {
         Ok((principal, effect_id, note, verdicts))
     }
 
+    /// The reply to a recorded outcome: the effect read back, unless the caller has no use for it
+    /// (the gateway's own link never has: it saves the engine a read per call).
+    async fn outcome_reply(
+        &self,
+        principal: &Principal,
+        id: EffectId,
+        without_effect: bool,
+    ) -> Reply<proto::EffectReply> {
+        if without_effect {
+            return Ok(Response::new(proto::EffectReply { effect: None }));
+        }
+        self.effect_reply(principal, id).await
+    }
+
     async fn effect_reply(&self, principal: &Principal, id: EffectId) -> Reply<proto::EffectReply> {
         let record = (self.gateway.engine.effect(&principal.org, id).await).map_err(status)?;
         Ok(Response::new(proto::EffectReply {
@@ -131,7 +145,8 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let committed = engine.commit_with(&principal.org, effect_id, result, verdicts);
         let committed = self.gateway.traces.store("record_outcome", committed);
         committed.await.map_err(status)?;
-        self.effect_reply(&principal, effect_id).await
+        self.outcome_reply(&principal, effect_id, request.without_effect)
+            .await
     }
 
     async fn fail(&self, request: Request<proto::FailRequest>) -> Reply<proto::EffectReply> {
@@ -144,7 +159,8 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let failed = engine.fail_with(&principal.org, effect_id, request.error, details, verdicts);
         let failed = self.gateway.traces.store("record_outcome", failed);
         failed.await.map_err(status)?;
-        self.effect_reply(&principal, effect_id).await
+        self.outcome_reply(&principal, effect_id, request.without_effect)
+            .await
     }
 
     async fn approve(&self, request: Request<proto::DecideRequest>) -> Reply<proto::ApprovalReply> {

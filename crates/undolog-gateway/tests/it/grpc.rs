@@ -133,6 +133,7 @@ async fn intercept_commit_and_replay_with_the_org_of_the_key() {
                 effect_id: run.effect_id.clone(),
                 result_json: json!({"paid": 5}).to_string(),
                 verdicts_json: None,
+                without_effect: false,
             },
         )
     };
@@ -236,6 +237,7 @@ async fn bad_requests_are_refused_with_what_to_send() {
                 effect_id: "nope".into(),
                 result_json: "{}".into(),
                 verdicts_json: None,
+                without_effect: false,
             },
         ))
         .await
@@ -354,12 +356,15 @@ async fn undo_streams_each_step_and_the_report_and_needs_an_admin() {
         let Some(Decision::Execute(run)) = answer.unwrap().into_inner().decision else {
             panic!("runs");
         };
+        // As the gateway's own link commits: nothing read back, the outcome recorded all the same.
         let commit = CommitRequest {
             effect_id: run.effect_id,
             result_json: json!({"paid": amount}).to_string(),
             verdicts_json: None,
+            without_effect: true,
         };
-        client.commit(authed(Some(&agent), commit)).await.unwrap();
+        let reply = client.commit(authed(Some(&agent), commit)).await.unwrap();
+        assert_eq!(reply.into_inner().effect, None, "no effect asked for");
     }
     let undo = || UndoRequest {
         session_id: "g-4".into(),
