@@ -885,6 +885,18 @@ async fn beside_a_bystander(store: &dyn Store) -> (Box<dyn Tx>, SessionId) {
     (tx, bystander)
 }
 
+/// A compensable call's outcome as its commit writes it: `done` in place of `remembered`, then the
+/// effect's undo entry, pushed only when the outcome was written.
+async fn outcome_with_undo_entry(
+    tx: &mut dyn Tx,
+    remembered: &Effect,
+    done: &Effect,
+    at: Timestamp,
+) -> Result<()> {
+    tx.replace_effect(remembered, done).await?;
+    tx.push_undo(&remembered.session, remembered.id, at).await
+}
+
 /// Commits `tx` after its write on a remembered row: `Ok` when the write held, the error
 /// otherwise, and then nothing of the transaction is kept.
 async fn remembered_write(
@@ -1011,10 +1023,7 @@ pub async fn an_effect_is_replaced_only_while_it_is_as_remembered(store: Arc<dyn
         let mut remembered = stored.clone();
         change(&mut remembered);
         let mut tx = beside_a_bystander(&*store).await;
-        let written = match tx.0.replace_effect(&remembered, &done).await {
-            Ok(()) => tx.0.push_undo(&stored.session, stored.id, pushed).await,
-            failed => failed,
-        };
+        let written = outcome_with_undo_entry(&mut *tx.0, &remembered, &done, pushed).await;
         let result = remembered_write(&*store, tx, written).await;
         assert!(
             matches!(result, Err(Error::Changed { what: "effect", .. })),
@@ -1026,10 +1035,7 @@ pub async fn an_effect_is_replaced_only_while_it_is_as_remembered(store: Arc<dyn
     drop(tx);
 
     let mut tx = beside_a_bystander(&*store).await;
-    let written = match tx.0.replace_effect(&stored, &done).await {
-        Ok(()) => tx.0.push_undo(&stored.session, stored.id, pushed).await,
-        failed => failed,
-    };
+    let written = outcome_with_undo_entry(&mut *tx.0, &stored, &done, pushed).await;
     remembered_write(&*store, tx, written).await.unwrap();
     let mut tx = store.begin(&org("acme")).await.unwrap();
     assert_eq!(tx.effect(stored.id).await.unwrap(), Some(done.clone()));

@@ -299,19 +299,7 @@ async fn plans_kept_from_a_small_analyzed_log_still_find_one_effect_through_an_i
     }
     drop(store);
 
-    // The server counts a backend's reads when its connection closes, a moment after.
-    let read = "SELECT seq_scan + coalesce(idx_scan, 0), seq_tup_read + coalesce(idx_tup_fetch, 0) \
-                FROM pg_stat_user_tables WHERE relname = 'effects'";
-    let mut counted = (0, 0);
-    for _ in 0..100 {
-        let row = sqlx::query(read).fetch_one(&mut owner).await.unwrap();
-        counted = (row.get::<i64, _>(0), row.get::<i64, _>(1));
-        if counted.0 >= 2 * LOOKUPS as i64 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (scans, rows) = counted;
+    let (scans, rows) = effects_read(&mut owner, 2 * LOOKUPS as i64).await;
     assert!(
         scans >= 2 * LOOKUPS as i64,
         "the server counted {scans} scans of effects"
@@ -372,24 +360,30 @@ async fn a_dead_executors_leases_end_without_reading_the_whole_log() {
     assert_eq!(report.leases_ended, PENDING as u64);
     drop(store);
 
-    // The server counts a backend's reads when its connection closes, a moment after.
-    let read = "SELECT seq_scan + coalesce(idx_scan, 0), seq_tup_read + coalesce(idx_tup_fetch, 0) \
-                FROM pg_stat_user_tables WHERE relname = 'effects'";
-    let mut counted = (0, 0);
-    for _ in 0..100 {
-        let row = sqlx::query(read).fetch_one(&mut owner).await.unwrap();
-        counted = (row.get::<i64, _>(0), row.get::<i64, _>(1));
-        if counted.0 >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (scans, rows) = counted;
+    let (scans, rows) = effects_read(&mut owner, 2).await;
     assert!(scans >= 2, "the server counted {scans} scans of effects");
     assert!(
         rows < 100,
         "ending {PENDING} leases read {rows} effects of {LOG}"
     );
+}
+
+/// The scans of `effects` the server counted and the rows they read, once it has counted at least
+/// `scans` (a backend reports its reads when its connection closes, a moment after), or after ten
+/// seconds.
+async fn effects_read(owner: &mut sqlx::PgConnection, scans: i64) -> (i64, i64) {
+    let read = "SELECT seq_scan + coalesce(idx_scan, 0), seq_tup_read + coalesce(idx_tup_fetch, 0) \
+                FROM pg_stat_user_tables WHERE relname = 'effects'";
+    let mut counted = (0, 0);
+    for _ in 0..100 {
+        let row = sqlx::query(read).fetch_one(&mut *owner).await.unwrap();
+        counted = (row.get::<i64, _>(0), row.get::<i64, _>(1));
+        if counted.0 >= scans {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    counted
 }
 
 /// In one transaction: the earlier-effect check of a call never made (signature `n`), and a new
