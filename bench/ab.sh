@@ -39,17 +39,30 @@ bank_port=$(port)
 "$base" demo-bank --listen "127.0.0.1:$bank_port" >/dev/null 2>&1 & pids+=($!)
 wait_port "$bank_port"
 
-# gateway NAME BIN STORE: starts one and waits for it; sets `started` to "pid url metrics_url".
+# gateway NAME BIN STORE [FLAG]: starts one on STORE (or with FLAG=--engine, in front of the
+# engine at STORE) and waits for it; sets `started` to "pid url metrics_url".
 gateway() {
-  local name=$1 bin=$2 store=$3 port metrics
+  local name=$1 bin=$2 store=$3 flag=${4:---store} port metrics
   port=$(port); metrics=$(port)
   bank_config "$work/$name.toml" "$bank_port"
   printf '\n[metrics]\nlisten = "127.0.0.1:%s"\n' "$metrics" >> "$work/$name.toml"
-  "$bin" serve --config "$work/$name.toml" --listen "127.0.0.1:$port" --store "$store" \
+  "$bin" serve --config "$work/$name.toml" --listen "127.0.0.1:$port" "$flag" "$store" \
     >"$work/$name.log" 2>&1 &
   pids+=($!)
   wait_port "$port"
   started="$! http://127.0.0.1:$port/mcp http://127.0.0.1:$metrics/metrics"
+}
+# split NAME BIN: `undolog engine` on SQLite and a gateway with no store in front of it over gRPC
+# (`serve --engine`); sets `started` for the gateway.
+split() {
+  local name=$1 bin=$2 engine_port
+  engine_port=$(port)
+  bank_config "$work/$name-engine.toml" "$bank_port"
+  "$bin" engine --config "$work/$name-engine.toml" --listen "127.0.0.1:$engine_port" \
+    --store "sqlite://$work/$name-engine.db" >"$work/$name-engine.log" 2>&1 &
+  pids+=($!)
+  wait_port "$engine_port"
+  gateway "$name" "$bin" "grpc://127.0.0.1:$engine_port" --engine
 }
 declare -A served
 for build in base new; do
@@ -59,16 +72,18 @@ for build in base new; do
   dbs+=("$db")
   gateway "$build-sqlite" "$bin" "sqlite://$work/$build.db"; served[$build,sqlite]=$started
   gateway "$build-postgres" "$bin" "$pg_url/$db"; served[$build,postgres]=$started
+  split "$build-split" "$bin"; served[$build,split]=$started
 done
 
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 batches() { curl -s "$1" | awk '/^undolog_commit_batch_size_(sum|count)/ {printf "%s ", $2}'; }
 
-# store | tool | connections
-rows="sqlite|get_balance|32
+# store | tool | connections; AB_ROWS picks some (e.g. AB_ROWS="split|transfer|32")
+rows=${AB_ROWS:-"sqlite|get_balance|32
 sqlite|transfer|32
 postgres|transfer|32
-sqlite|get_balance|1"
+split|transfer|32
+sqlite|get_balance|1"}
 results="$work/results.jsonl"
 for round in $(seq "$rounds"); do
   while IFS='|' read -r store tool conns; do

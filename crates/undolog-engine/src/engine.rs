@@ -202,7 +202,12 @@ impl Engine {
             let mut changed = pin!(self.inner.changed.notified());
             changed.as_mut().enable(); // registered before we look, so no wake-up is missed
             let effect = match self.decide_intercept(&call, &target).await? {
-                Decision::Answer(answer, _) => return Ok(answer),
+                Decision::Answer(answer, _) => {
+                    if let Intercept::Rejected { reason, .. } = &answer {
+                        self.found_closed(&call.org, &call.session, Some(reason));
+                    }
+                    return Ok(answer);
+                }
                 Decision::Wait(effect) => effect,
             };
             if !self.pause(changed, deadline).await {

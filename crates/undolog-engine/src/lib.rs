@@ -42,5 +42,5 @@ pub use outcome::{Intercept, Rejection};
 pub use saga::{
     Compensated, Compensator, StepOutcome, UndoReport, UndoRun, UndoStep, UndoSteps, run_undo,
 };
-pub use sessions::SNAPSHOT_FORMAT;
+pub use sessions::{RunCache, SNAPSHOT_FORMAT};
 pub use undo_steps::{PlannedStep, UndoPlanned, UndoProgress};

@@ -7,7 +7,7 @@ use undolog_store::{Session, Snapshot};
 use undolog_types::{LockKey, OrgId, SessionId, SessionState, Timestamp};
 
 use crate::{
-    Engine, Error, Event,
+    Engine, Error, Event, Rejection,
     core::{self, RunChoice, Write},
 };
 
@@ -16,17 +16,18 @@ use crate::{
 /// read its run in a transaction of its own.
 const RUN_CACHE_FOR: Duration = Duration::from_secs(1);
 
-/// The implicit runs this engine read last, per org and principal, and when. A run that closes
-/// here, or in another process that shares the store through hints, is forgotten at once; one
-/// that closes in a process that shares no hints is taken as current for at most
-/// [`RUN_CACHE_FOR`] more.
+/// The implicit runs last read, per org and principal, and when: the engine's own, and a
+/// gateway's in front of an engine in another process (which then need not ask it on every
+/// call). A run that closes in this engine, or in another process that shares the store through
+/// hints, is forgotten at once; one that closes elsewhere is taken as current for at most
+/// [`RUN_CACHE_FOR`] more, or until a call finds it closed ([`RunCache::closed`]).
 ///
 /// Callers that find a principal's run missing or stale read it one at a time, each first
 /// looking again at what the one before it read: when the remembered run goes stale under load,
 /// one caller reads it and the rest take its answer, instead of each queueing on the principal's
 /// lock for a transaction of its own.
 #[derive(Debug, Default)]
-pub(crate) struct RunCache(std::sync::Mutex<std::collections::HashMap<(OrgId, String), Run>>);
+pub struct RunCache(std::sync::Mutex<std::collections::HashMap<(OrgId, String), Run>>);
 
 /// A principal's run as last read, and the turn its readers take.
 #[derive(Debug, Default)]
@@ -36,6 +37,45 @@ struct Run {
 }
 
 impl RunCache {
+    /// The principal's current run: the one read within the last moment (at most half of
+    /// `idle`, the time a run lasts without a call), or else what `read` says at the time
+    /// `now` gives, one reader at a time.
+    pub async fn current<E, F>(
+        &self,
+        (org, principal): (&OrgId, &str),
+        idle: Duration,
+        now: impl Fn() -> Timestamp,
+        read: impl FnOnce(Timestamp) -> F,
+    ) -> Result<SessionId, E>
+    where
+        F: Future<Output = Result<SessionId, E>>,
+    {
+        let fresh_for = (idle / 2).min(RUN_CACHE_FOR);
+        if let Some(id) = self.get(org, principal, now(), fresh_for) {
+            return Ok(id);
+        }
+        let turn = self.reading(org, principal);
+        let _reading = turn.lock().await;
+        let now = now();
+        if let Some(id) = self.get(org, principal, now, fresh_for) {
+            return Ok(id); // read by the caller before this one
+        }
+        let id = read(now).await?;
+        self.put(org, principal, &id, now);
+        Ok(id)
+    }
+
+    /// Forgets `run` wherever it is remembered as a principal's current one: it takes no more
+    /// calls (closed, failed, undone).
+    pub fn closed(&self, org: &OrgId, run: &SessionId) {
+        let mut runs = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for ((o, _), remembered) in runs.iter_mut() {
+            if o == org && remembered.read.as_ref().is_some_and(|(id, _)| id == run) {
+                remembered.read = None;
+            }
+        }
+    }
+
     fn get(
         &self,
         org: &OrgId,
@@ -65,7 +105,7 @@ impl RunCache {
         run.reading.clone()
     }
 
-    /// Forgets the session when it stops taking calls (closed, failed, undone).
+    /// Forgets the session when it stops taking calls.
     pub(crate) fn saw(&self, event: &Event) {
         if let Event::SessionChanged {
             org,
@@ -74,12 +114,7 @@ impl RunCache {
         } = event
             && *state != SessionState::Active
         {
-            let mut runs = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            for ((o, _), run) in runs.iter_mut() {
-                if o == org && run.read.as_ref().is_some_and(|(id, _)| id == session) {
-                    run.read = None;
-                }
-            }
+            self.closed(org, session);
         }
     }
 }
@@ -98,35 +133,41 @@ impl Engine {
         idle: Duration,
     ) -> Result<SessionId, Error> {
         // Asked again within a moment, the answer is the one just read (see `RunCache`).
-        let fresh_for = (idle / 2).min(RUN_CACHE_FOR);
-        let runs = &self.inner().runs;
-        if let Some(id) = runs.get(org, principal, self.now(), fresh_for) {
-            return Ok(id);
-        }
-        let turn = runs.reading(org, principal);
-        let _reading = turn.lock().await;
-        let now = self.now();
-        if let Some(id) = runs.get(org, principal, now, fresh_for) {
-            return Ok(id); // read by the caller before this one
-        }
-        let mut tx = self.begin(org).await?;
-        tx.lock(LockKey::of(format!("run\0{org}\0{principal}").as_bytes()))
-            .await?;
-        let latest = tx.latest_run(principal).await?;
-        let id = match core::current_run(latest, org, principal, now, idle) {
-            RunChoice::Continue(id) => {
-                tx.commit().await?; // it wrote nothing; committing frees the store at once
-                id
-            }
-            RunChoice::Start(run) => {
-                let id = run.id.clone();
-                self.commit_writes(tx, &[Write::PutSession(run)]).await?;
-                self.session_changed(org, &id, SessionState::Active);
-                id
-            }
+        let read = |now| async move {
+            let mut tx = self.begin(org).await?;
+            tx.lock(LockKey::of(format!("run\0{org}\0{principal}").as_bytes()))
+                .await?;
+            let latest = tx.latest_run(principal).await?;
+            Ok(match core::current_run(latest, org, principal, now, idle) {
+                RunChoice::Continue(id) => {
+                    tx.commit().await?; // it wrote nothing; committing frees the store at once
+                    id
+                }
+                RunChoice::Start(run) => {
+                    let id = run.id.clone();
+                    self.commit_writes(tx, &[Write::PutSession(run)]).await?;
+                    self.session_changed(org, &id, SessionState::Active);
+                    id
+                }
+            })
         };
-        runs.put(org, principal, &id, now);
-        Ok(id)
+        (self.inner().runs)
+            .current((org, principal), idle, || self.now(), read)
+            .await
+    }
+
+    /// Forgets `session` as anyone's current run when `refused` says a call found it taking no
+    /// more calls: it was closed by a process whose events this engine does not hear, and the
+    /// principal's next call reads its run afresh.
+    pub(crate) fn found_closed(
+        &self,
+        org: &OrgId,
+        session: &SessionId,
+        refused: Option<&Rejection>,
+    ) {
+        if let Some(Rejection::SessionClosed { .. }) = refused {
+            self.inner().runs.closed(org, session);
+        }
     }
 
     /// Closes an active session normally; it takes no more calls but can still be undone.

@@ -16,7 +16,7 @@ use rmcp::{
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use undolog_engine::{Call, Intercept, ReadOutcome};
+use undolog_engine::{Call, Intercept, ReadOutcome, Rejection};
 use undolog_types::{ApprovalId, ApprovalState, Args, EffectId, OrgId, SessionId, Tier, Timestamp};
 
 use undolog_interceptors::builtin::secrets::redact_value;
@@ -349,7 +349,7 @@ impl Gateway {
         let as_task = caller.tasks && !caller.in_task;
         let session = self.join(&call.session).await?;
         tracing::Span::current().record("session", session.as_str());
-        let context = interceptors::context(&call.org, &session, call.meta.as_ref());
+        let mut context = interceptors::context(&call.org, &session, call.meta.as_ref());
         let request = self
             .interceptors
             .tool_request(&call.tool, &call.args, &context);
@@ -374,7 +374,7 @@ impl Gateway {
                 return Err(Error::Intercepted { effect_id, error });
             }
         };
-        let engine_call = call.to_engine(&session, policy);
+        let mut engine_call = call.to_engine(&session, policy);
         // A read-only call changes nothing: it runs first and is recorded once, finished (one
         // write, committed with whatever else is being written), unless it needs what only a
         // record before it gives: an approval, a key or input round (replayed, told apart), a task.
@@ -398,10 +398,24 @@ impl Gateway {
             };
             return self.execute(&call, run, caller).await;
         }
-        let mut waited_for_approval = false;
+        let (mut waited_for_approval, mut rejoined) = (false, false);
         loop {
             let intercept = self.intercept(&engine_call, &call, caller);
             let decision = self.store_op("intercept", intercept).await?;
+            if let Intercept::Rejected {
+                effect_id: None,
+                reason: Rejection::SessionClosed { .. },
+            } = decision
+                && !rejoined
+                && let Some(run) = self.rejoin(&call.session, &engine_call.session).await?
+            {
+                // Nothing was recorded: the call is decided again in the principal's next run.
+                tracing::Span::current().record("session", run.as_str());
+                context.session_id = Some(run.to_string());
+                engine_call.session = run;
+                rejoined = true;
+                continue;
+            }
             match decision {
                 Intercept::Execute { effect_id, .. }
                     if as_task && task_support != TaskSupport::Never =>
@@ -768,15 +782,17 @@ impl Gateway {
             // Not sent: nothing ran. Recorded rejected, so an identical retry runs afresh once
             // the upstream is back (a failure would be replayed to it forever).
             Err(UpstreamError::Unavailable { upstream, reason }) => {
-                let verdicts = interceptors::verdicts(request_record, None);
+                let verdicts = || interceptors::verdicts(request_record, None);
                 let why = format!("upstream `{upstream}` cannot be reached: {reason}");
                 let refused = match unrecorded {
                     Some(sent) => {
-                        let read = ReadOutcome::NotSent(why);
-                        self.record_read(sent, effect_id, read, verdicts).await?
+                        let record = || (ReadOutcome::NotSent(why.clone()), verdicts());
+                        self.record_read(&call.session, sent, effect_id, record)
+                            .await?
                     }
                     None => {
-                        let recorded = self.engine.not_sent(&call.org, effect_id, why, verdicts);
+                        let recorded =
+                            (self.engine).not_sent(&call.org, effect_id, why, verdicts());
                         if let Err(e) = recorded.await {
                             tracing::warn!(%effect_id, error = %e, "a call not sent is not recorded");
                         }
@@ -808,8 +824,9 @@ impl Gateway {
         if let Some(sent) = unrecorded {
             // Read only: one record, finished. If the store cannot take it, nothing is recorded
             // and a retry is harmless (503, as for any call the store refused).
-            let read = read_outcome(&outcome);
-            if let Some(refused) = self.record_read(sent, effect_id, read, verdicts).await? {
+            let record = || (read_outcome(&outcome), verdicts.clone());
+            let refused = self.record_read(&call.session, sent, effect_id, record);
+            if let Some(refused) = refused.await? {
                 return Ok(refused);
             }
         } else {
@@ -904,16 +921,31 @@ impl Gateway {
     }
 
     /// Records a read-only call sent without a record (the engine call, and when it was sent),
-    /// finished; the refusal to answer instead when its session closed meanwhile.
+    /// finished, with what `record` gives (its outcome and verdicts); the refusal to answer
+    /// instead when its session closed meanwhile. A run closed the moment before is not the
+    /// call's to keep: it is recorded in the principal's next run (see [`Gateway::rejoin`]).
     async fn record_read(
         &self,
+        named: &CallSession,
         (call, started): (&Call, Timestamp),
         effect_id: EffectId,
-        read: ReadOutcome,
-        verdicts: Option<Value>,
+        record: impl Fn() -> (ReadOutcome, Option<Value>),
     ) -> Result<Option<Outcome>, Error> {
-        let record = (self.engine).record_read(call.clone(), effect_id, started, read, verdicts);
-        let refused = self.store_op("record_read", record).await?;
+        let recorded = |call: Call| {
+            let (read, verdicts) = record();
+            let record = (self.engine).record_read(call, effect_id, started, read, verdicts);
+            self.store_op("record_read", record)
+        };
+        let mut refused = recorded(call.clone()).await?;
+        if let Some(Rejection::SessionClosed { .. }) = refused
+            && let Some(run) = self.rejoin(named, &call.session).await?
+        {
+            refused = recorded(Call {
+                session: run,
+                ..call.clone()
+            })
+            .await?;
+        }
         Ok(refused.map(|reason| Outcome::Rejected {
             effect_id: None,
             message: reason.message(),

@@ -64,6 +64,15 @@ impl EngineLink {
         }
     }
 
+    /// Forgets `run` as a principal's current one: a call found it takes no more calls. This
+    /// process's engine forgot it when it refused the call; the remote one's runs are
+    /// remembered here too.
+    pub(crate) fn run_closed(&self, org: &OrgId, run: &SessionId) {
+        if let Remote(remote) = self {
+            remote.run_closed(org, run);
+        }
+    }
+
     pub(crate) fn config(&self) -> &EngineConfig {
         match self {
             Local(engine) => engine.config(),
@@ -230,7 +239,7 @@ impl EngineLink {
         }
         fn implicit_run(&self, org: &OrgId, principal: &str, idle: Duration) -> SessionId {
             e => e.implicit_run(org, principal, idle),
-            r => r.implicit_run(idle)
+            r => r.implicit_run(org, principal, idle)
         }
         fn begin_undo(&self, org: &OrgId, id: &SessionId) -> UndoPlanned {
             e => e.begin_undo(org, id),

@@ -46,6 +46,14 @@ impl BoundRun {
         let mut bound = self.0.lock().unwrap_or_else(|p| p.into_inner());
         bound.get_or_insert_with(|| (principal.clone(), run.clone()));
     }
+
+    /// Lets go of `run`, when it is the one bound: it closed before the first call was kept.
+    fn unbind(&self, run: &SessionId) {
+        let mut bound = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if bound.as_ref().is_some_and(|(_, bound)| bound == run) {
+            *bound = None;
+        }
+    }
 }
 
 /// What a request says about its session.
@@ -117,6 +125,31 @@ impl Gateway {
                 Ok(run)
             }
         }
+    }
+
+    /// The run to decide a call in again when `closed`, the run it joined, was found taking no
+    /// more calls: a run remembered for a moment (by this gateway, or by an engine that does not
+    /// hear every other's events) may have been closed or undone meanwhile. The principal's
+    /// current run, read afresh; `None` when the client named the session (its choice stands,
+    /// and it is told the session is closed) or no other run is there.
+    pub(crate) async fn rejoin(
+        &self,
+        session: &CallSession,
+        closed: &SessionId,
+    ) -> Result<Option<SessionId>, Error> {
+        let CallSession::Run {
+            principal,
+            connection,
+        } = session
+        else {
+            return Ok(None);
+        };
+        self.engine.run_closed(&principal.org, closed);
+        if let Some(connection) = connection {
+            connection.unbind(closed);
+        }
+        let run = self.join(session).await?;
+        Ok((run != *closed).then_some(run))
     }
 }
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use undolog_engine::{Call, Intercept};
+use undolog_engine::{Call, Engine, Intercept, ManualClock};
 use undolog_types::{SessionId, SessionState};
 
 use crate::{
@@ -137,21 +137,23 @@ async fn callers_that_find_no_run_remembered_wait_for_one_read() {
     assert_eq!(runs.len(), 1, "{runs:?}");
 }
 
-#[tokio::test]
-async fn a_run_that_closes_is_not_joined_again_even_a_moment_later() {
+/// Two engines on one store, as two processes that share no hints would be (SQLite has none),
+/// on one manual clock.
+async fn two_processes() -> (Engine, Engine, ManualClock) {
     let clock =
         undolog_engine::ManualClock::starting_at(undolog_types::Timestamp(1_700_000_000_000));
     let store: std::sync::Arc<dyn undolog_store::Store> =
         std::sync::Arc::new(undolog_store::SqliteStore::in_memory().await.unwrap());
     let on_store = || {
         let config = undolog_engine::EngineConfig::default();
-        undolog_engine::Engine::with_clock(
-            store.clone(),
-            config,
-            std::sync::Arc::new(clock.clone()),
-        )
+        Engine::with_clock(store.clone(), config, std::sync::Arc::new(clock.clone()))
     };
-    let engine = on_store();
+    (on_store(), on_store(), clock)
+}
+
+#[tokio::test]
+async fn a_run_that_closes_is_not_joined_again_even_a_moment_later() {
+    let (engine, other, clock) = two_processes().await;
     let run = engine
         .implicit_run(&org(), "api-key:a", IDLE)
         .await
@@ -176,7 +178,6 @@ async fn a_run_that_closes_is_not_joined_again_even_a_moment_later() {
 
     // Closed by another process on the store (no hints on SQLite): at most a second later, the
     // run is read again and found closed.
-    let other = on_store();
     other.close_session(&org(), &next).await.unwrap();
     clock.advance(Duration::from_secs(1));
     let after = engine
@@ -184,4 +185,57 @@ async fn a_run_that_closes_is_not_joined_again_even_a_moment_later() {
         .await
         .unwrap();
     assert_ne!(after, next, "read again after a second");
+}
+
+/// A run closed by another process is remembered as current for a moment; a call that finds it
+/// closed makes the engine forget it, and the principal's next call is in a new run at once.
+#[tokio::test]
+async fn a_run_a_call_found_closed_is_forgotten_at_once() {
+    let (engine, other, _) = two_processes().await;
+    let acme = org();
+    let runs = || engine.implicit_run(&acme, "api-key:a", IDLE);
+    let run = runs().await.unwrap();
+    other.close_session(&org(), &run).await.unwrap();
+    assert_eq!(runs().await.unwrap(), run, "remembered for a moment");
+
+    let refused = engine.intercept(in_run(&run, 5)).await.unwrap();
+    assert!(
+        matches!(
+            refused,
+            Intercept::Rejected {
+                effect_id: None,
+                reason: undolog_engine::Rejection::SessionClosed { .. }
+            }
+        ),
+        "{refused:?}"
+    );
+    let next = runs().await.unwrap();
+    assert_ne!(next, run, "read afresh: the closed run is not joined");
+    must_execute(&engine, in_run(&next, 5)).await;
+
+    // So too when a read-only call's record finds it closed.
+    other.close_session(&org(), &next).await.unwrap();
+    assert_eq!(runs().await.unwrap(), next, "remembered for a moment");
+    let read = undolog_engine::ReadOutcome::Answered(json!({"balance": 1}));
+    let started = engine.now();
+    let balance = Call {
+        session: next.clone(),
+        ..get_balance("unused")
+    };
+    let refused = engine
+        .record_read(balance, EffectId::generate(), started, read, None)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            refused,
+            Some(undolog_engine::Rejection::SessionClosed { .. })
+        ),
+        "{refused:?}"
+    );
+    assert_ne!(
+        runs().await.unwrap(),
+        next,
+        "read afresh after the record found it closed"
+    );
 }

@@ -16,8 +16,8 @@ use tonic::{
     transport::{Channel, Endpoint},
 };
 use undolog_engine::{
-    Call, EngineConfig, Intercept, ReadOutcome, Rejection, Resolution, StepOutcome, UndoPlanned,
-    UndoProgress, UndoRun, UndoStep, UndoSteps,
+    Call, EngineConfig, Intercept, ReadOutcome, Rejection, Resolution, RunCache, StepOutcome,
+    UndoPlanned, UndoProgress, UndoRun, UndoStep, UndoSteps,
 };
 use undolog_store::{Approval, Effect, Session};
 use undolog_types::{
@@ -39,6 +39,9 @@ pub(crate) struct RemoteEngine {
     client: EffectEngineClient<Channel>,
     /// This gateway's side of the engine's settings (leases, waits, limits).
     config: std::sync::Arc<EngineConfig>,
+    /// The principals' runs the engine named last: asked on every call, the engine would cost
+    /// each call a round trip more.
+    runs: std::sync::Arc<RunCache>,
 }
 
 impl RemoteEngine {
@@ -55,6 +58,7 @@ impl RemoteEngine {
             url: url.to_owned(),
             client: EffectEngineClient::new(endpoint.connect_lazy()),
             config: std::sync::Arc::new(config),
+            runs: Default::default(),
         })
     }
 
@@ -472,7 +476,27 @@ impl RemoteEngine {
         self.effects_of(reply.map_err(|s| self.refused(&s))?.into_inner())
     }
 
-    pub(crate) async fn implicit_run(&self, idle: Duration) -> Result<SessionId, Error> {
+    /// The principal's current run: the one the engine named within the last moment (see
+    /// [`RunCache`]), or the engine's answer now.
+    pub(crate) async fn implicit_run(
+        &self,
+        org: &OrgId,
+        principal: &str,
+        idle: Duration,
+    ) -> Result<SessionId, Error> {
+        let ask = |_| self.ask_implicit_run(idle);
+        (self
+            .runs
+            .current((org, principal), idle, Timestamp::now, ask))
+        .await
+    }
+
+    /// Forgets `run` as a principal's current one: a call found it takes no more calls.
+    pub(crate) fn run_closed(&self, org: &OrgId, run: &SessionId) {
+        self.runs.closed(org, run);
+    }
+
+    async fn ask_implicit_run(&self, idle: Duration) -> Result<SessionId, Error> {
         let mut client = self.client.clone();
         let request = proto::ImplicitRunRequest {
             idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use undolog_types::Role;
 
-use crate::harness::{BANK_TOOLS, Bank, Client, TestGateway, undolog_meta};
+use crate::harness::{BANK_TOOLS, Bank, Client, Credential, TestGateway, undolog_meta};
 
 fn transfer(amount: i64) -> Value {
     json!({"from_account": "alice", "to_account": "bob", "amount": amount})
@@ -19,8 +19,17 @@ async fn bank_gateway(bank: &Bank) -> TestGateway {
     .await
 }
 
+/// A bank, a gateway in front of it, and an agent's and an admin's keys of one org.
+async fn bank_gateway_with_keys() -> (Bank, TestGateway, Credential, Credential) {
+    let bank = Bank::start().await;
+    let gw = bank_gateway(&bank).await;
+    let agent = gw.key("acme", Role::Agent).await;
+    let admin = gw.key("acme", Role::Admin).await;
+    (bank, gw, agent, admin)
+}
+
 /// The one run session of `key`'s principal, as the admin API lists it.
-async fn the_run(gw: &TestGateway, admin: &crate::harness::Credential, principal: &str) -> Value {
+async fn the_run(gw: &TestGateway, admin: &Credential, principal: &str) -> Value {
     let (_, sessions) = gw.get_as(Some(admin), "/v1/sessions").await;
     let runs: Vec<&Value> = sessions
         .as_array()
@@ -41,10 +50,7 @@ fn reversals(ledger: &[Value], amount: i64) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_client_without_a_session_header_is_replayed_and_undone_as_one_run() {
-    let bank = Bank::start().await;
-    let gw = bank_gateway(&bank).await;
-    let agent = gw.key("acme", Role::Agent).await;
-    let admin = gw.key("acme", Role::Admin).await;
+    let (bank, gw, agent, admin) = bank_gateway_with_keys().await;
     let auth = format!("Authorization: Bearer {}", agent.secret);
     // The official Python client at 2026-07-28: stateless, no session, no UndoLog header.
     let mut client = Client::connect("mcp2", "modern", &gw.mcp_url(), &[&auth]).await;
@@ -89,10 +95,7 @@ async fn a_stateless_client_without_a_session_header_is_replayed_and_undone_as_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn langchain_opening_a_session_per_call_is_replayed_and_undone_as_one_run() {
-    let bank = Bank::start().await;
-    let gw = bank_gateway(&bank).await;
-    let agent = gw.key("acme", Role::Agent).await;
-    let admin = gw.key("acme", Role::Admin).await;
+    let (bank, gw, agent, admin) = bank_gateway_with_keys().await;
     let auth = format!("Authorization: Bearer {}", agent.secret);
     let mut langchain = crate::frameworks::Agent::langchain(&gw.mcp_url(), &[&auth], false).await;
     let first = langchain.call("transfer", transfer(9)).await;
@@ -155,4 +158,100 @@ async fn a_named_session_wins_over_the_run_header_first_then_meta() {
     assert!(ids[2].starts_with("run-"), "{ids:?}");
     let sent = bank.ledger().await;
     assert_eq!(sent.len(), 3, "{sent:?}");
+}
+
+/// A stateless `tools/call` of `tool` by `key`, in no named session; its result, which must be
+/// one (not an error) and not a tool's error.
+async fn call_in_run(gw: &TestGateway, key: &Credential, tool: &str, arguments: Value) -> Value {
+    let params = json!({"name": tool, "arguments": arguments});
+    let limit = std::time::Duration::from_secs(20);
+    let (status, answer) = gw
+        .rpc(Some(key), "tools/call", params, json!({}), limit)
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let result = answer["result"].clone();
+    assert!(
+        result["content"].is_array() && result["isError"] != true,
+        "{tool}: {answer}"
+    );
+    result
+}
+
+/// The runs of `principal`, as the admin API lists them: (id, state).
+async fn runs_of(gw: &TestGateway, admin: &Credential, principal: &str) -> Vec<(String, String)> {
+    let (_, sessions) = gw.get_as(Some(admin), "/v1/sessions").await;
+    (sessions.as_array().unwrap().iter())
+        .filter(|s| s["run_of"] == principal)
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap().to_owned(),
+                s["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Undoes `principal`'s one active run through the admin API; its id.
+async fn undo_the_active_run(gw: &TestGateway, admin: &Credential, principal: &str) -> String {
+    let runs = runs_of(gw, admin, principal).await;
+    let active: Vec<&String> = (runs.iter())
+        .filter(|(_, state)| state == "active")
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(active.len(), 1, "{runs:?}");
+    let path = format!("/v1/sessions/{}/undo", active[0]);
+    let (status, report) = gw.post_as(Some(admin), &path, json!({})).await;
+    assert_eq!(
+        (status, report["state"].as_str()),
+        (200, Some("compensated")),
+        "{report}"
+    );
+    active[0].clone()
+}
+
+/// A gateway may remember its principals' runs (one in front of the engine does, to spare the
+/// engine a question per call): a run undone the moment before is not one a call can join, so
+/// the call right after the undo, compensable or read-only, starts the principal's next run
+/// instead of being refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_call_right_after_a_run_is_undone_starts_the_next_run() {
+    let (bank, gw, agent, admin) = bank_gateway_with_keys().await;
+    let principal = format!("api-key:{}", agent.id);
+    for amount in [1, 2] {
+        call_in_run(&gw, &agent, "transfer", transfer(amount)).await;
+    }
+    let first = undo_the_active_run(&gw, &admin, &principal).await;
+
+    // A compensable call: its intercept finds the run closed.
+    let again = call_in_run(&gw, &agent, "transfer", transfer(3)).await;
+    assert!(!undolog_meta(&again).1, "not a replay: {again}");
+    let second = undo_the_active_run(&gw, &admin, &principal).await;
+    assert_ne!(second, first);
+
+    // A read-only call: it runs first, and its record finds the run closed.
+    call_in_run(&gw, &agent, "get_balance", json!({"account": "alice"})).await;
+    let runs = runs_of(&gw, &admin, &principal).await;
+    let third: Vec<&String> = (runs.iter())
+        .filter(|(_, state)| state == "active")
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(third.len(), 1, "{runs:?}");
+    let (_, effects) = gw
+        .get_as(Some(&admin), &format!("/v1/sessions/{}/effects", third[0]))
+        .await;
+    let tools: Vec<&str> = (effects.as_array().unwrap().iter())
+        .map(|e| e["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        ["get_balance"],
+        "the read is kept in the next run: {effects}"
+    );
+
+    let ledger = bank.ledger().await;
+    let sent: Vec<i64> = (ledger.iter())
+        .filter(|op| op["from_account"] == "alice")
+        .map(|op| op["amount"].as_i64().unwrap())
+        .collect();
+    assert_eq!(sent, [1, 2, 3], "each transfer ran once: {ledger:?}");
 }
