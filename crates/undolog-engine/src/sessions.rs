@@ -15,6 +15,10 @@ use crate::{
 /// again: under load a principal's calls come every few milliseconds, and each would otherwise
 /// read its run in a transaction of its own.
 const RUN_CACHE_FOR: Duration = Duration::from_secs(1);
+/// How many principals a [`RunCache`] holds before it lets go of those it read more than
+/// [`RUN_CACHE_FOR`] ago: a gateway whose users each have a principal (OAuth subjects) would
+/// otherwise keep one entry per user it ever served.
+const RUNS_HELD: usize = 4096;
 
 /// The implicit runs last read, per org and principal, and when: the engine's own, and a
 /// gateway's in front of an engine in another process (which then need not ask it on every
@@ -54,7 +58,7 @@ impl RunCache {
         if let Some(id) = self.get(org, principal, now(), fresh_for) {
             return Ok(id);
         }
-        let turn = self.reading(org, principal);
+        let turn = self.reading(org, principal, now());
         let _reading = turn.lock().await;
         let now = now();
         if let Some(id) = self.get(org, principal, now, fresh_for) {
@@ -88,8 +92,7 @@ impl RunCache {
             .get(&(org.clone(), principal.to_owned()))?
             .read
             .as_ref()?;
-        let age = u64::try_from(now.as_millis() - seen.as_millis()).unwrap_or(u64::MAX);
-        (Duration::from_millis(age) < fresh_for).then(|| id.clone())
+        fresh(*seen, now, fresh_for).then(|| id.clone())
     }
 
     fn put(&self, org: &OrgId, principal: &str, id: &SessionId, now: Timestamp) {
@@ -98,11 +101,30 @@ impl RunCache {
         run.read = Some((id.clone(), now));
     }
 
-    /// The principal's turn to read its run; held while reading.
-    fn reading(&self, org: &OrgId, principal: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    /// The principal's turn to read its run; held while reading. A principal new here, when
+    /// [`RUNS_HELD`] are held, first lets go of those read long ago and not being read.
+    fn reading(
+        &self,
+        org: &OrgId,
+        principal: &str,
+        now: Timestamp,
+    ) -> std::sync::Arc<tokio::sync::Mutex<()>> {
         let mut runs = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let run = runs.entry((org.clone(), principal.to_owned())).or_default();
-        run.reading.clone()
+        let key = (org.clone(), principal.to_owned());
+        if runs.len() >= RUNS_HELD && !runs.contains_key(&key) {
+            runs.retain(|_, run| {
+                let recent =
+                    (run.read.as_ref()).is_some_and(|(_, seen)| fresh(*seen, now, RUN_CACHE_FOR));
+                recent || std::sync::Arc::strong_count(&run.reading) > 1
+            });
+        }
+        runs.entry(key).or_default().reading.clone()
+    }
+
+    /// How many principals' runs are held.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Forgets the session when it stops taking calls.
@@ -117,6 +139,12 @@ impl RunCache {
             self.closed(org, session);
         }
     }
+}
+
+/// Whether a run read at `seen` is still taken as current at `now`.
+fn fresh(seen: Timestamp, now: Timestamp, fresh_for: Duration) -> bool {
+    let age = u64::try_from(now.as_millis() - seen.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(age) < fresh_for
 }
 
 /// The format tag of an exported session history.
@@ -240,5 +268,38 @@ impl Engine {
     /// The snapshots kept for a session, oldest first.
     pub async fn snapshots(&self, org: &OrgId, id: &SessionId) -> Result<Vec<Snapshot>, Error> {
         Ok(self.begin(org).await?.snapshots(id).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read_at(cache: &RunCache, principal: &str, now: Timestamp) {
+        let org = OrgId::new("acme").unwrap();
+        let run = SessionId::new(format!("run-{principal}")).unwrap();
+        let read = |_| async { Ok::<_, ()>(run.clone()) };
+        let got = cache.current((&org, principal), RUN_CACHE_FOR * 2, || now, read);
+        assert_eq!(got.await, Ok(run.clone()));
+    }
+
+    #[tokio::test]
+    async fn principals_read_long_ago_are_let_go_once_many_are_held() {
+        let cache = RunCache::default();
+        let start = Timestamp(1_700_000_000_000);
+        for n in 0..RUNS_HELD {
+            read_at(&cache, &format!("p{n}"), start).await;
+        }
+        assert_eq!(cache.held(), RUNS_HELD);
+        // Read a moment ago, they are all kept: a new principal is held beside them.
+        read_at(&cache, "fresh", start).await;
+        assert_eq!(cache.held(), RUNS_HELD + 1);
+        // One already held is read again without letting go of any.
+        let later = Timestamp(start.0 + 2_000);
+        read_at(&cache, "p0", later).await;
+        assert_eq!(cache.held(), RUNS_HELD + 1);
+        // A new one, once the rest are stale, lets go of all but the fresh ones.
+        read_at(&cache, "newcomer", later).await;
+        assert_eq!(cache.held(), 2, "p0, read again, and the newcomer");
     }
 }
