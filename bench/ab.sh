@@ -10,15 +10,16 @@
 #   cargo build --release -p undolog-cli
 #   bench/ab.sh /tmp/base/target/release/undolog target/release/undolog
 #
-# Each build serves as `undolog serve` on SQLite and on PostgreSQL (a fresh database each) in
-# front of one demo bank (BASE's); wrk sends bench/gateway/call.lua (every call new). Rows:
-# read_only and compensable on SQLite and compensable on PostgreSQL at 32 connections, and
-# read_only at 1. Per row and build: the median calls/s and p50 over the rounds, the gateway's CPU
+# Each build serves as `undolog serve` on SQLite, on PostgreSQL (a fresh database each) and split
+# (a gateway with no store in front of `undolog engine` on SQLite), in front of one demo bank
+# (BASE's); wrk sends bench/gateway/call.lua (every call new). Rows: read_only and compensable on
+# SQLite, compensable on PostgreSQL and split at 32 connections, and read_only at 1; AB_ROWS picks
+# some. Per row and build: the median calls/s and p50 over the rounds, the gateway's CPU
 # per call (/proc/PID/stat) and the writes per group-commit batch (its /metrics).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-[ $# -ge 2 ] || { sed -n 2,17p "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,18p "$0" >&2; exit 2; }
 base=$(realpath "$1"); new=$(realpath "$2")
 secs=${3:-5}
 rounds=${4:-3}
@@ -52,9 +53,9 @@ gateway() {
   wait_port "$port"
   started="$! http://127.0.0.1:$port/mcp http://127.0.0.1:$metrics/metrics"
 }
-# split NAME BIN: `undolog engine` on SQLite and a gateway with no store in front of it over gRPC
+# split_gateway NAME BIN: `undolog engine` on SQLite and a gateway with no store in front of it over gRPC
 # (`serve --engine`); sets `started` for the gateway.
-split() {
+split_gateway() {
   local name=$1 bin=$2 engine_port
   engine_port=$(port)
   bank_config "$work/$name-engine.toml" "$bank_port"
@@ -72,7 +73,7 @@ for build in base new; do
   dbs+=("$db")
   gateway "$build-sqlite" "$bin" "sqlite://$work/$build.db"; served[$build,sqlite]=$started
   gateway "$build-postgres" "$bin" "$pg_url/$db"; served[$build,postgres]=$started
-  split "$build-split" "$bin"; served[$build,split]=$started
+  split_gateway "$build-split" "$bin"; served[$build,split]=$started
 done
 
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
