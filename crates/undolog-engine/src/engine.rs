@@ -204,7 +204,7 @@ impl Engine {
             let effect = match self.decide_intercept(&call, &target).await? {
                 Decision::Answer(answer, _) => {
                     if let Intercept::Rejected { reason, .. } = &answer {
-                        self.found_closed(&call.org, &call.session, Some(reason));
+                        self.found_closed(&call.org, &call.session, reason);
                     }
                     return Ok(answer);
                 }

@@ -222,11 +222,11 @@ impl Engine {
             outcome,
             verdicts,
         });
-        let (org, session) = (record.call.org.clone(), record.call.session.clone());
         let inner = self.inner();
-        let refused = match (&inner.batches, &inner.session_batches) {
+        match (&inner.batches, &inner.session_batches) {
             (Some(batches), _) => submit(batches, |done| Op::Record { record, done }).await,
             (None, Some(batches)) => {
+                let (org, session) = (record.call.org.clone(), record.call.session.clone());
                 batches
                     .submit(self, &org, &session, |done| Op::Record { record, done })
                     .await
@@ -245,9 +245,7 @@ impl Engine {
                 self.published(events);
                 Ok(kept)
             }
-        }?;
-        self.found_closed(&org, &session, refused.as_ref());
-        Ok(refused)
+        }
     }
 
     /// Carries out a batch: per org, all in one transaction when it holds more than one
@@ -680,7 +678,10 @@ impl Engine {
                 known.saw(&writes);
                 Ok((None, events))
             }
-            Err(rejection) => Ok((Some(rejection), Vec::new())),
+            Err(rejection) => {
+                self.found_closed(&call.org, &call.session, &rejection);
+                Ok((Some(rejection), Vec::new()))
+            }
         }
     }
 }

@@ -187,13 +187,8 @@ impl Engine {
     /// Forgets `session` as anyone's current run when `refused` says a call found it taking no
     /// more calls: it was closed by a process whose events this engine does not hear, and the
     /// principal's next call reads its run afresh.
-    pub(crate) fn found_closed(
-        &self,
-        org: &OrgId,
-        session: &SessionId,
-        refused: Option<&Rejection>,
-    ) {
-        if let Some(Rejection::SessionClosed { .. }) = refused {
+    pub(crate) fn found_closed(&self, org: &OrgId, session: &SessionId, refused: &Rejection) {
+        if let Rejection::SessionClosed { .. } = refused {
             self.inner().runs.closed(org, session);
         }
     }

@@ -28,17 +28,31 @@ async fn bank_gateway_with_keys() -> (Bank, TestGateway, Credential, Credential)
     (bank, gw, agent, admin)
 }
 
-/// The one run session of `key`'s principal, as the admin API lists it.
-async fn the_run(gw: &TestGateway, admin: &Credential, principal: &str) -> Value {
+/// The runs of `principal`, as the admin API lists them.
+async fn runs_of(gw: &TestGateway, admin: &Credential, principal: &str) -> Vec<Value> {
     let (_, sessions) = gw.get_as(Some(admin), "/v1/sessions").await;
-    let runs: Vec<&Value> = sessions
-        .as_array()
-        .unwrap()
-        .iter()
+    (sessions.as_array().unwrap().iter())
         .filter(|s| s["run_of"] == principal)
-        .collect();
-    assert_eq!(runs.len(), 1, "one run: {sessions}");
+        .cloned()
+        .collect()
+}
+
+/// The one run session of `principal`.
+async fn the_run(gw: &TestGateway, admin: &Credential, principal: &str) -> Value {
+    let runs = runs_of(gw, admin, principal).await;
+    assert_eq!(runs.len(), 1, "one run: {runs:?}");
     runs[0].clone()
+}
+
+/// The id of `principal`'s one active run.
+async fn the_active_run(gw: &TestGateway, admin: &Credential, principal: &str) -> String {
+    let runs = runs_of(gw, admin, principal).await;
+    let active: Vec<&str> = (runs.iter())
+        .filter(|s| s["state"] == "active")
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(active.len(), 1, "one active run: {runs:?}");
+    active[0].to_owned()
 }
 
 fn reversals(ledger: &[Value], amount: i64) -> usize {
@@ -177,36 +191,17 @@ async fn call_in_run(gw: &TestGateway, key: &Credential, tool: &str, arguments: 
     result
 }
 
-/// The runs of `principal`, as the admin API lists them: (id, state).
-async fn runs_of(gw: &TestGateway, admin: &Credential, principal: &str) -> Vec<(String, String)> {
-    let (_, sessions) = gw.get_as(Some(admin), "/v1/sessions").await;
-    (sessions.as_array().unwrap().iter())
-        .filter(|s| s["run_of"] == principal)
-        .map(|s| {
-            (
-                s["id"].as_str().unwrap().to_owned(),
-                s["state"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
-}
-
 /// Undoes `principal`'s one active run through the admin API; its id.
 async fn undo_the_active_run(gw: &TestGateway, admin: &Credential, principal: &str) -> String {
-    let runs = runs_of(gw, admin, principal).await;
-    let active: Vec<&String> = (runs.iter())
-        .filter(|(_, state)| state == "active")
-        .map(|(id, _)| id)
-        .collect();
-    assert_eq!(active.len(), 1, "{runs:?}");
-    let path = format!("/v1/sessions/{}/undo", active[0]);
+    let active = the_active_run(gw, admin, principal).await;
+    let path = format!("/v1/sessions/{active}/undo");
     let (status, report) = gw.post_as(Some(admin), &path, json!({})).await;
     assert_eq!(
         (status, report["state"].as_str()),
         (200, Some("compensated")),
         "{report}"
     );
-    active[0].clone()
+    active
 }
 
 /// A gateway may remember its principals' runs (one in front of the engine does, to spare the
@@ -222,6 +217,19 @@ async fn the_call_right_after_a_run_is_undone_starts_the_next_run() {
     }
     let first = undo_the_active_run(&gw, &admin, &principal).await;
 
+    // A call that names the undone run keeps its client's choice: refused, and not run.
+    let params = json!({"name": "transfer", "arguments": transfer(9),
+                        "_meta": {"io.undolog/session": first}});
+    let limit = std::time::Duration::from_secs(20);
+    let (_, named) = gw
+        .rpc(Some(&agent), "tools/call", params, json!({}), limit)
+        .await;
+    assert_eq!(named["result"]["isError"], true, "{named}");
+    assert!(
+        named.to_string().contains("takes no more calls"),
+        "says why and what to do: {named}"
+    );
+
     // A compensable call: its intercept finds the run closed.
     let again = call_in_run(&gw, &agent, "transfer", transfer(3)).await;
     assert!(!undolog_meta(&again).1, "not a replay: {again}");
@@ -230,14 +238,9 @@ async fn the_call_right_after_a_run_is_undone_starts_the_next_run() {
 
     // A read-only call: it runs first, and its record finds the run closed.
     call_in_run(&gw, &agent, "get_balance", json!({"account": "alice"})).await;
-    let runs = runs_of(&gw, &admin, &principal).await;
-    let third: Vec<&String> = (runs.iter())
-        .filter(|(_, state)| state == "active")
-        .map(|(id, _)| id)
-        .collect();
-    assert_eq!(third.len(), 1, "{runs:?}");
+    let third = the_active_run(&gw, &admin, &principal).await;
     let (_, effects) = gw
-        .get_as(Some(&admin), &format!("/v1/sessions/{}/effects", third[0]))
+        .get_as(Some(&admin), &format!("/v1/sessions/{third}/effects"))
         .await;
     let tools: Vec<&str> = (effects.as_array().unwrap().iter())
         .map(|e| e["tool"].as_str().unwrap())
