@@ -40,7 +40,8 @@ macro_rules! store_conformance_tests {
             an_unsynced_transaction_keeps_all_its_writes_or_none,
             a_session_is_replaced_only_while_it_is_as_remembered,
             an_effect_is_replaced_only_while_it_is_as_remembered,
-            no_earlier_effect_is_expected_of_a_new_call);
+            no_earlier_effect_is_expected_of_a_new_call,
+            calls_and_outcomes_written_together_are_all_kept_or_none);
     };
     (@cases $fresh:path; $($case:ident),+) => {
         $(
@@ -1119,4 +1120,120 @@ pub async fn no_earlier_effect_is_expected_of_a_new_call(store: Arc<dyn Store>) 
             "{case}: the effect is kept only if new"
         );
     }
+}
+
+/// New calls and outcomes in one transaction, interleaved as a batch of a session's calls writes
+/// them: all are kept, the undo entries in the order pushed (not the order of the effects); when
+/// one outcome's effect changed since it was read, or one call has an earlier effect of its
+/// signature, none is. A store that gathers a transaction's writes into fewer statements must
+/// keep both.
+pub async fn calls_and_outcomes_written_together_are_all_kept_or_none(store: Arc<dyn Store>) {
+    let ran: Vec<Effect> = (0..3).map(|n| effect("acme", "s1", n)).collect();
+    seed(&*store, "acme", "s1", &ran.iter().collect::<Vec<_>>()).await;
+    let done = |e: &Effect| {
+        let mut done = e.clone();
+        done.state = EffectState::Committed;
+        done.result = Some(json!({"n": e.seq}));
+        done.lease = None;
+        done.updated_at = Timestamp(3_000);
+        done.completed_at = Some(Timestamp(3_000));
+        done
+    };
+    // Outcomes pushed in another order than the effects were made.
+    let order = [2, 0, 1];
+    let calls = |first: i64| -> Vec<Effect> {
+        (first..first + 3)
+            .map(|n| effect("acme", "s1", n))
+            .collect()
+    };
+    let stale_outcome = |n: usize| -> Effect {
+        let mut remembered = ran[n].clone();
+        if n == order[1] {
+            remembered.updated_at = Timestamp(2_500);
+        }
+        remembered
+    };
+    let made_before = {
+        let mut calls = calls(10);
+        calls[1].signature = ran[0].signature.clone();
+        calls
+    };
+    // (case, the outcomes' effects as remembered, the new calls, what is refused)
+    type Case = (&'static str, Vec<Effect>, Vec<Effect>, Option<&'static str>);
+    let cases: Vec<Case> = vec![
+        (
+            "an outcome's effect changed",
+            order.iter().map(|&n| stale_outcome(n)).collect(),
+            calls(20),
+            Some("effect"),
+        ),
+        (
+            "a call made before",
+            order.iter().map(|&n| ran[n].clone()).collect(),
+            made_before,
+            Some("call"),
+        ),
+        (
+            "nothing",
+            order.iter().map(|&n| ran[n].clone()).collect(),
+            calls(30),
+            None,
+        ),
+    ];
+    for (case, remembered, new, refused) in cases {
+        let mut tx = beside_a_bystander(&*store).await;
+        let mut written = Ok(());
+        for (before, call) in remembered.iter().zip(&new) {
+            if written.is_ok() {
+                written = write_call_and_outcome(&mut *tx.0, call, before, &done(before)).await;
+            }
+        }
+        let result = remembered_write(&*store, tx, written).await;
+        let mut tx = store.begin(&org("acme")).await.unwrap();
+        let stack = tx.undo_stack(&sid("s1")).await.unwrap();
+        let mut kept = Vec::new();
+        for call in &new {
+            kept.push(tx.effect(call.id).await.unwrap().is_some());
+        }
+        match refused {
+            Some(what) => {
+                assert!(
+                    matches!(&result, Err(Error::Changed { what: w, .. }) if *w == what),
+                    "{case}: {result:?}"
+                );
+                assert_eq!(kept, [false; 3], "{case}: no new call is kept");
+                assert_eq!(stack, [], "{case}: no undo entry is kept");
+                for e in &ran {
+                    let stored = tx.effect(e.id).await.unwrap().unwrap();
+                    assert_eq!(
+                        stored.state,
+                        EffectState::Pending,
+                        "{case}: no outcome is kept"
+                    );
+                }
+            }
+            None => {
+                result.unwrap();
+                assert_eq!(kept, [true; 3]);
+                let pushed: Vec<EffectId> = order.iter().map(|&n| ran[n].id).collect();
+                assert_eq!(stack, pushed, "the undo entries in the order pushed");
+                for e in &ran {
+                    assert_eq!(tx.effect(e.id).await.unwrap().unwrap(), done(e));
+                }
+            }
+        }
+    }
+}
+
+/// A new call's effect with its check, then another call's outcome with its undo entry.
+async fn write_call_and_outcome(
+    tx: &mut dyn Tx,
+    call: &Effect,
+    remembered: &Effect,
+    done: &Effect,
+) -> Result<()> {
+    tx.expect_no_effect(EffectLookup::LatestBySignature(&call.signature))
+        .await?;
+    tx.insert_effect(call).await?;
+    outcome_with_undo_entry(tx, remembered, done, done.updated_at).await
 }
