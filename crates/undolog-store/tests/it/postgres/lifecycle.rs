@@ -273,18 +273,16 @@ async fn plans_kept_from_a_small_log_still_find_one_effect_through_an_index(anal
              FROM generate_series({from}, {to}) g"
         )
     };
-    for sql in [
+    let mut setup = vec![
         "INSERT INTO sessions (org, id, state, next_seq, created_at, updated_at) \
          VALUES ('acme', 's1', 'active', 0, 0, 0)"
             .to_owned(),
         add_effects(1, SMALL),
-        if analyzed {
-            "ANALYZE effects"
-        } else {
-            "SELECT 1"
-        }
-        .to_owned(),
-    ] {
+    ];
+    if analyzed {
+        setup.push("ANALYZE effects".to_owned());
+    }
+    for sql in setup {
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
             .execute(&mut owner)
             .await
