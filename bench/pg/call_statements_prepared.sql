@@ -14,5 +14,5 @@ BEGIN ISOLATION LEVEL READ COMMITTED;
 SELECT set_config('role', 'undolog_app', true), set_config('app.org_id', 'bench', true);
 SELECT * FROM effects WHERE org = 'bench' AND id = 'e' || :eid;
 UPDATE effects SET state = 'committed', result = '{"id":1}', error = NULL, approval = NULL, lease_holder = NULL, lease_expires_at = NULL, updated_at = 5, completed_at = 5 WHERE org = 'bench' AND id = 'e' || :eid;
-INSERT INTO undo_stack (org, session, effect_id, pushed_at) VALUES ('bench', 's' || :client_id, 'e' || :eid, 5);
+SELECT undolog_push_undo('bench', 's' || :client_id, 'e' || :eid, 5);
 COMMIT;

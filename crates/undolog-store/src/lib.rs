@@ -17,7 +17,7 @@ mod open;
 mod postgres;
 mod records;
 mod rows;
-#[cfg(feature = "scratch")]
+#[cfg(any(test, feature = "scratch"))]
 pub mod scratch;
 mod small_disk;
 mod sqlite;

@@ -840,7 +840,8 @@ impl Tx for PostgresTx {
 
     async fn undo_stack(&mut self, session: &SessionId) -> Result<Vec<EffectId>> {
         let sql = self.sql(
-            "SELECT effect_id FROM undo_stack WHERE org = $1 AND session = $2 ORDER BY position",
+            "SELECT id AS effect_id FROM effects WHERE org = $1 AND session = $2 \
+             AND undo_position IS NOT NULL ORDER BY undo_position",
             &[session.as_str().into()],
         )?;
         self.read(&sql, |row| rows::parsed(row, "effect_id")).await

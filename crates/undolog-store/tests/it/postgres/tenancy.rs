@@ -11,13 +11,7 @@ use undolog_types::{
 
 use super::TestDb;
 
-const ORG_TABLES: [&str; 5] = [
-    "sessions",
-    "effects",
-    "approvals",
-    "undo_stack",
-    "session_snapshots",
-];
+const ORG_TABLES: [&str; 4] = ["sessions", "effects", "approvals", "session_snapshots"];
 
 /// One row in every org table for `org`, written through the store; returns the effect and the
 /// approval.
@@ -291,6 +285,34 @@ async fn an_org_cannot_reach_another_orgs_records_through_the_store() {
     );
 }
 
+/// An undo entry is a column of its effect, so an org cannot push another org's effect onto a
+/// stack of its own: the push finds no such effect, the transaction is refused, and the other
+/// org's entry is as it was.
+#[tokio::test]
+async fn an_org_cannot_push_another_orgs_effect_onto_an_undo_stack() {
+    let db = TestDb::create().await;
+    let store = db.open().await;
+    let (effect, _) = seed(&store, "orgA").await;
+    let b = OrgId::new("orgB").unwrap();
+
+    let mut tx = store.begin(&b).await.unwrap();
+    tx.push_undo(&effect.session, effect.id, Timestamp(5))
+        .await
+        .unwrap();
+    let err = tx.commit().await.unwrap_err();
+    assert!(err.to_string().contains("no effect"), "{err}");
+
+    let mut tx = store.begin(&b).await.unwrap();
+    assert!(tx.undo_stack(&effect.session).await.unwrap().is_empty());
+    let mut tx = store.begin(&OrgId::new("orgA").unwrap()).await.unwrap();
+    assert_eq!(tx.undo_stack(&effect.session).await.unwrap(), [effect.id]);
+    let pushed_at: Option<i64> = sqlx::query_scalar("SELECT undo_pushed_at FROM effects")
+        .fetch_one(&mut db.owner().await)
+        .await
+        .unwrap();
+    assert_eq!(pushed_at, Some(2), "pushed when orgA pushed it");
+}
+
 #[tokio::test]
 async fn every_org_table_forces_row_level_security_and_is_not_owned_by_the_application() {
     let db = TestDb::create().await;
@@ -342,8 +364,7 @@ async fn every_org_table_forces_row_level_security_and_is_not_owned_by_the_appli
             "approvals",
             "effects",
             "session_snapshots",
-            "sessions",
-            "undo_stack"
+            "sessions"
         ]
     );
 }
