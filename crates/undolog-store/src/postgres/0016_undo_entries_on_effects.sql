@@ -28,6 +28,9 @@ SELECT setval('effects_undo_position_seq', COALESCE((SELECT max(position) FROM u
 ALTER TABLE effects FORCE ROW LEVEL SECURITY;
 DROP TABLE undo_stack;
 
+-- Either push is refused, and with it its transaction, unless the effect was found in the session
+-- named. The effect is found by its id alone, so that the plan a connection keeps is always the
+-- one-row lookup by `effects_id_org_key`, never a walk of the session's effects.
 CREATE OR REPLACE FUNCTION undolog_replace_effect_push_undo(
     p_org TEXT, p_id TEXT,
     was_state TEXT, was_error TEXT, was_approval TEXT, was_lease_holder TEXT,
@@ -38,34 +41,44 @@ CREATE OR REPLACE FUNCTION undolog_replace_effect_push_undo(
     new_resolved_by TEXT, new_verdicts TEXT,
     p_session TEXT, p_pushed_at BIGINT) RETURNS VOID
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_session TEXT;
 BEGIN
     UPDATE effects SET state = new_state, result = new_result, error = new_error,
            approval = new_approval, lease_holder = new_lease_holder,
            lease_expires_at = new_lease_expires_at, updated_at = new_updated_at,
            completed_at = new_completed_at, resolved_by = new_resolved_by, verdicts = new_verdicts,
            undo_position = nextval('effects_undo_position_seq'), undo_pushed_at = p_pushed_at
-     WHERE org = p_org AND id = p_id AND session = p_session AND state = was_state
+     WHERE org = p_org AND id = p_id AND state = was_state
        AND error IS NOT DISTINCT FROM was_error
        AND approval IS NOT DISTINCT FROM was_approval
        AND lease_holder IS NOT DISTINCT FROM was_lease_holder
        AND lease_expires_at IS NOT DISTINCT FROM was_lease_expires_at
        AND updated_at = was_updated_at
        AND completed_at IS NOT DISTINCT FROM was_completed_at
-       AND resolved_by IS NOT DISTINCT FROM was_resolved_by;
+       AND resolved_by IS NOT DISTINCT FROM was_resolved_by
+    RETURNING session INTO v_session;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'effect % changed since it was read', p_id USING ERRCODE = 'UL001';
+    END IF;
+    IF v_session IS DISTINCT FROM p_session THEN
+        RAISE EXCEPTION 'no effect % in session % to push onto its undo stack', p_id, p_session
+            USING ERRCODE = 'no_data_found';
     END IF;
 END
 $$;
 
--- A push on its own (not joined to an outcome) names an effect of that session, or is refused.
+-- A push on its own, not joined to an outcome.
 CREATE OR REPLACE FUNCTION undolog_push_undo(p_org TEXT, p_session TEXT, p_effect TEXT, p_at BIGINT)
 RETURNS VOID
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_session TEXT;
 BEGIN
     UPDATE effects SET undo_position = nextval('effects_undo_position_seq'), undo_pushed_at = p_at
-     WHERE org = p_org AND id = p_effect AND session = p_session;
-    IF NOT FOUND THEN
+     WHERE org = p_org AND id = p_effect
+    RETURNING session INTO v_session;
+    IF v_session IS DISTINCT FROM p_session THEN
         RAISE EXCEPTION 'no effect % in session % to push onto its undo stack', p_effect, p_session
             USING ERRCODE = 'no_data_found';
     END IF;
