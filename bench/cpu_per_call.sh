@@ -27,20 +27,12 @@ cleanup() {
 trap cleanup EXIT
 command -v wrk >/dev/null || { echo "installing wrk" >&2; apt-get install -y -qq wrk >/dev/null; }
 
-bank_port=$(port)
-"$bin" demo-bank --listen "127.0.0.1:$bank_port" >/dev/null 2>&1 & pids+=($!); bank=$!
-wait_port "$bank_port"
-bank_config "$work/gateway.toml" "$bank_port"
 case $store in
   postgres) psql "$pg_url/postgres" -qc "CREATE DATABASE $db" >/dev/null; url="$pg_url/$db" ;;
   sqlite) url="sqlite://$work/log.db" ;;
   *) echo "store is sqlite or postgres, not $store" >&2; exit 2 ;;
 esac
-gateway_port=$(port)
-"$bin" serve --config "$work/gateway.toml" --listen "127.0.0.1:$gateway_port" --store "$url" \
-  >"$work/gateway.log" 2>&1 & pids+=($!); gateway=$!
-wait_port "$gateway_port"
-target="http://127.0.0.1:$gateway_port/mcp"
+start_bank_and_gateway "$bin" "$url" "$work"
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 postgres_ticks() {

@@ -23,3 +23,19 @@ tier = "compensable"
 compensation = { tool = "transfer", args = { from_account = "{{args.to_account}}", to_account = "{{args.from_account}}", amount = "{{args.amount}}" } }
 TOML
 }
+
+# start_bank_and_gateway BIN STORE_URL WORK: the demo bank, and a gateway on STORE_URL in front of
+# it (its configuration and log in WORK); their pids join the caller's `pids`, and `bank`,
+# `gateway` (pids) and `target` (the gateway's /mcp URL) are set.
+start_bank_and_gateway() {
+  local bin=$1 store=$2 work=$3 bank_port gateway_port
+  bank_port=$(port)
+  "$bin" demo-bank --listen "127.0.0.1:$bank_port" >/dev/null 2>&1 & pids+=($!); bank=$!
+  wait_port "$bank_port"
+  bank_config "$work/gateway.toml" "$bank_port"
+  gateway_port=$(port)
+  "$bin" serve --config "$work/gateway.toml" --listen "127.0.0.1:$gateway_port" --store "$store" \
+    >"$work/gateway.log" 2>&1 & pids+=($!); gateway=$!
+  wait_port "$gateway_port"
+  target="http://127.0.0.1:$gateway_port/mcp"
+}

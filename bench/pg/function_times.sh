@@ -28,15 +28,7 @@ command -v wrk >/dev/null || { echo "installing wrk" >&2; apt-get install -y -qq
 
 psql "$pg_url/postgres" -qc "CREATE DATABASE $db" \
   -c "ALTER DATABASE $db SET track_functions = 'pl'" >/dev/null
-bank_port=$(port)
-"$bin" demo-bank --listen "127.0.0.1:$bank_port" >/dev/null 2>&1 & pids+=($!)
-wait_port "$bank_port"
-bank_config "$work/gateway.toml" "$bank_port"
-gateway_port=$(port)
-"$bin" serve --config "$work/gateway.toml" --listen "127.0.0.1:$gateway_port" \
-  --store "$pg_url/$db" >"$work/gateway.log" 2>&1 & pids+=($!)
-wait_port "$gateway_port"
-target="http://127.0.0.1:$gateway_port/mcp"
+start_bank_and_gateway "$bin" "$pg_url/$db" "$work"
 
 wrk -t2 -c"$conns" -d2s -s bench/gateway/call.lua "$target" -- "$tool" new >/dev/null
 psql "$pg_url/$db" -qAtc "SELECT pg_stat_reset()" >/dev/null
