@@ -99,42 +99,32 @@ pub async fn orgs_see_only_their_own_rows(store: Arc<dyn Store>) {
 }
 
 pub async fn same_lock_key_serializes_transactions(store: Arc<dyn Store>) {
-    seed(&*store, "acme", "counter", &[]).await;
-    let tasks: Vec<_> = (0..16)
-        .map(|_| {
-            let store = Arc::clone(&store);
-            tokio::spawn(async move {
-                let mut tx = store.begin(&org("acme")).await.unwrap();
-                tx.lock(LockKey(42)).await.unwrap();
-                let mut s = tx.session(&sid("counter")).await.unwrap().unwrap();
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                s.next_seq += 1;
-                tx.put_session(&s).await.unwrap();
-                tx.commit().await.unwrap();
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let mut tx = store.begin(&org("acme")).await.unwrap();
-    assert_eq!(
-        tx.session(&sid("counter")).await.unwrap().unwrap().next_seq,
-        16,
-        "no update was lost"
-    );
+    concurrent_increments_lose_no_update(store, "counter", Some(LockKey(42))).await;
 }
 
 /// No [`crate::Tx::lock`] here: reading a session is enough to keep others from changing it
 /// before this transaction ends.
 pub async fn a_session_read_then_written_loses_no_update(store: Arc<dyn Store>) {
-    seed(&*store, "acme", "s1", &[]).await;
+    concurrent_increments_lose_no_update(store, "s1", None).await;
+}
+
+/// Sixteen transactions at once each read `session`, wait a little, and write it back with its
+/// next number one higher (taking `lock` first, if any): every increment is kept.
+async fn concurrent_increments_lose_no_update(
+    store: Arc<dyn Store>,
+    session: &'static str,
+    lock: Option<LockKey>,
+) {
+    seed(&*store, "acme", session, &[]).await;
     let tasks: Vec<_> = (0..16)
         .map(|_| {
             let store = Arc::clone(&store);
             tokio::spawn(async move {
                 let mut tx = store.begin(&org("acme")).await.unwrap();
-                let mut s = tx.session(&sid("s1")).await.unwrap().unwrap();
+                if let Some(lock) = lock {
+                    tx.lock(lock).await.unwrap();
+                }
+                let mut s = tx.session(&sid(session)).await.unwrap().unwrap();
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 s.next_seq += 1;
                 tx.put_session(&s).await.unwrap();
@@ -147,7 +137,7 @@ pub async fn a_session_read_then_written_loses_no_update(store: Arc<dyn Store>) 
     }
     let mut tx = store.begin(&org("acme")).await.unwrap();
     assert_eq!(
-        tx.session(&sid("s1")).await.unwrap().unwrap().next_seq,
+        tx.session(&sid(session)).await.unwrap().unwrap().next_seq,
         16,
         "no update was lost"
     );

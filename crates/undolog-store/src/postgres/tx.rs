@@ -130,7 +130,7 @@ enum OnError {
     Database,
     /// A unique violation: this record exists already.
     Exists(String),
-    /// `no_data_found` from `undolog_expect_rows`: there is no such record.
+    /// `no_data_found` from `undolog_expect_rows` or `undolog_push_undo`: there is no such record.
     Missing { what: &'static str, id: String },
     /// `UL001` from a conditional write (migration 8): the row changed since it was read.
     Changed { what: &'static str, id: String },
@@ -826,15 +826,17 @@ impl Tx for PostgresTx {
             last.statement = Statement::Sql(sql);
             return Ok(());
         }
+        let id = effect.to_string();
         let sql = self.sql(
             "SELECT undolog_push_undo($1, $2, $3, $4)",
             &[
                 session.as_str().into(),
-                effect.to_string().as_str().into(),
+                id.as_str().into(),
                 at.as_millis().into(),
             ],
         )?;
-        self.queue(sql, OnError::Database);
+        // `no_data_found` when the org has no such effect in that session (migration 16).
+        self.queue(sql, OnError::Missing { what: "effect", id });
         Ok(())
     }
 

@@ -300,7 +300,10 @@ async fn an_org_cannot_push_another_orgs_effect_onto_an_undo_stack() {
         .await
         .unwrap();
     let err = tx.commit().await.unwrap_err();
-    assert!(err.to_string().contains("no effect"), "{err}");
+    assert!(
+        matches!(&err, Error::NotFound { what: "effect", id } if *id == effect.id.to_string()),
+        "{err:?}"
+    );
 
     let mut tx = store.begin(&b).await.unwrap();
     assert!(tx.undo_stack(&effect.session).await.unwrap().is_empty());
