@@ -6,7 +6,7 @@
 #   bench/cpu_per_call.sh BIN [TOOL] [SECONDS] [CONNECTIONS] [sqlite|postgres]
 #                                         (defaults: transfer, 6 s, 32 connections, postgres)
 #
-# Each run starts from nothing: a fresh database, the bank, the gateway, 2 s of warm-up. Runs of
+# Each run starts from nothing: a fresh database, the bank, the gateway, WARMUP (2) s of warm-up. Runs of
 # two builds one after the other, several times over, compare them in the same hour:
 #   for i in 1 2 3 4 5; do for b in /tmp/base /tmp/new; do bench/cpu_per_call.sh "$b"; done; done
 set -euo pipefail
@@ -46,7 +46,7 @@ commits() {
   psql "$pg_url/postgres" -Atc "SELECT xact_commit FROM pg_stat_database WHERE datname = '$db'"
 }
 
-wrk -t2 -c"$conns" -d2s -s bench/gateway/call.lua "$target" -- "$tool" new >/dev/null
+wrk -t2 -c"$conns" -d"${WARMUP:-2}s" -s bench/gateway/call.lua "$target" -- "$tool" new >/dev/null
 before="$(ticks $gateway) $(ticks $bank) $(postgres_ticks) $(idle) $(commits)"
 line=$(wrk -t2 -c"$conns" -d"${secs}s" -s bench/gateway/call.lua "$target" -- "$tool" new | tail -1)
 after="$(ticks $gateway) $(ticks $bank) $(postgres_ticks) $(idle) $(commits)"

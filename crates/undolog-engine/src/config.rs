@@ -23,6 +23,10 @@ pub struct EngineConfig {
     pub wait_timeout: Duration,
     /// How often a waiter looks again without a wake-up (another process may finish the call).
     pub poll_interval: Duration,
+    /// How long this engine goes on sending hints of its changes to other engines on the store
+    /// (PostgreSQL NOTIFY) after it last heard one; it says hello every third of this. An engine
+    /// alone on its store sends nothing but its hellos.
+    pub peer_silence: Duration,
     /// How many times a compensation is tried before the undo stops for a person.
     pub compensation_attempts: u32,
     /// The pause before the first retry of a compensation; doubled each time.
@@ -41,6 +45,7 @@ impl Default for EngineConfig {
             approval_timeout: Duration::from_secs(24 * 60 * 60),
             wait_timeout: Duration::from_secs(60),
             poll_interval: Duration::from_millis(200),
+            peer_silence: Duration::from_secs(6),
             compensation_attempts: 3,
             compensation_backoff: Duration::from_millis(200),
         }

@@ -37,8 +37,9 @@ pub(crate) struct Inner {
     own_events: broadcast::Sender<Event>,
     /// How many times this process replayed each effect (see [`Event::EffectReplayed`]).
     replays: crate::events::ReplayCounts,
-    /// Each commit's events, for the task that sends them to other processes on the same store.
-    hints: Option<mpsc::UnboundedSender<Vec<Event>>>,
+    /// Each commit's events, for the task that sends them to other processes on the same store
+    /// while one is there to hear them.
+    pub(crate) hints: Option<crate::hints::Hints>,
     /// Effect updates, for the task that commits them in batches; `None` without a runtime, and
     /// when they go with `batches`.
     updates: Option<mpsc::UnboundedSender<Update>>,
@@ -107,7 +108,7 @@ impl Engine {
         let inner = Arc::new_cyclic(|inner| Inner {
             hints: notifications
                 .clone()
-                .map(|n| crate::hints::publisher(n, me.clone())),
+                .map(|n| crate::hints::Hints::start(n, me.clone(), config.peer_silence)),
             updates: (runtime && !store.one_writer_at_a_time())
                 .then(|| effect_updates::start(inner.clone())),
             batches: (runtime && store.one_writer_at_a_time())
@@ -126,7 +127,7 @@ impl Engine {
             batch_observer: BatchObserverSlot::default(),
         });
         if let Some(notifications) = &notifications {
-            crate::hints::listen(Arc::downgrade(&inner), notifications, me);
+            crate::hints::listen(Arc::downgrade(&inner), notifications, &me);
         }
         Engine { inner }
     }
@@ -756,7 +757,7 @@ impl Engine {
     pub(crate) fn published(&self, events: Vec<Event>) {
         self.inner.changed.notify_waiters();
         if let Some(hints) = &self.inner.hints {
-            let _ = hints.send(events.clone()); // the task ends only with the engine
+            hints.publish(&events);
         }
         for event in events {
             self.inner.runs.saw(&event);

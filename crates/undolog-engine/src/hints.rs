@@ -9,14 +9,25 @@
 //! [`MIN_GAP`]: changes committed meanwhile leave together in the next one, so under load a few
 //! hundred NOTIFY transactions a second carry every event instead of one transaction per change
 //! (each costs the database a commit and wakes every listening connection).
+//!
+//! Hints are sent only while another engine is there to hear them ([`Peers`]). Every engine says
+//! hello (a hint without events, which wakes nobody) when it starts and every third of
+//! `peer_silence`; one that has heard no other engine for `peer_silence` sends its hellos and
+//! nothing else, so a gateway alone on its database spends nothing on hints. It counts as having
+//! heard one when it starts, so an engine joining others sends its hints from its first change,
+//! and those already there hear its first hello at once. An engine skips its own hints by their
+//! first bytes, without reading their events.
 
 use std::{
-    sync::{Arc, Weak},
+    sync::{Arc, Mutex, Weak},
     time::Duration,
 };
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast::error::RecvError, mpsc};
+use tokio::{
+    sync::{broadcast::error::RecvError, mpsc},
+    time::{Instant, MissedTickBehavior},
+};
 use undolog_store::{MAX_HINT_BYTES, Notifications};
 
 use crate::{Event, engine::Inner};
@@ -25,40 +36,120 @@ use crate::{Event, engine::Inner};
 struct Hint {
     /// The executor that made the change; it does not hear its own hints.
     from: String,
+    /// A hello: the sender is there, and nothing changed.
+    #[serde(default)]
+    hello: bool,
     events: Vec<Event>,
 }
 
 /// The shortest time between two sends: what a hint may wait for company.
 const MIN_GAP: Duration = Duration::from_millis(5);
 
-/// Starts the task that publishes what [`Engine::published`](crate::Engine) hands it: each item
-/// is one commit's events. The task ends when the sender is dropped.
-pub(crate) fn publisher(
-    notifications: Arc<dyn Notifications>,
-    from: String,
-) -> mpsc::UnboundedSender<Vec<Event>> {
-    let (sender, mut commits) = mpsc::unbounded_channel::<Vec<Event>>();
-    tokio::spawn(async move {
-        while let Some(first) = commits.recv().await {
-            let next_send = tokio::time::Instant::now() + MIN_GAP;
-            let mut events = first;
-            while let Ok(more) = commits.try_recv() {
-                events.extend(more);
-            }
-            if let Err(e) = notifications.publish(&encode(&from, &events)).await {
-                tracing::debug!(error = %e, "hints not sent; other processes will poll");
-            }
-            tokio::time::sleep_until(next_send).await;
+/// Whether another engine on the store has been heard lately: hints go out only while one has.
+#[derive(Debug)]
+pub(crate) struct Peers {
+    silence: Duration,
+    /// When another engine was last heard (its hint or hello); the engine's start counts as one.
+    last_heard: Mutex<Instant>,
+}
+
+impl Peers {
+    pub(crate) fn new(silence: Duration) -> Peers {
+        Peers {
+            silence,
+            last_heard: Mutex::new(Instant::now()),
         }
-    });
-    sender
+    }
+
+    fn heard(&self) {
+        *self.lock() = Instant::now();
+    }
+
+    /// Another engine was heard less than `silence` ago (or this one started less than that ago).
+    pub(crate) fn present(&self) -> bool {
+        self.lock().elapsed() < self.silence
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Instant> {
+        self.last_heard.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// This engine's side of the hints: the publishing task's queue, and who is there to hear.
+#[derive(Debug)]
+pub(crate) struct Hints {
+    commits: mpsc::UnboundedSender<Vec<Event>>,
+    peers: Peers,
+}
+
+impl Hints {
+    /// Starts the task that publishes what [`Hints::publish`] hands it (each item is one commit's
+    /// events) and says hello every third of `silence`. The task ends when this is dropped.
+    pub(crate) fn start(
+        notifications: Arc<dyn Notifications>,
+        from: String,
+        silence: Duration,
+    ) -> Hints {
+        let (commits, mut queued) = mpsc::unbounded_channel::<Vec<Event>>();
+        tokio::spawn(async move {
+            let hello = hello(&from);
+            let mut hellos = tokio::time::interval((silence / 3).max(Duration::from_millis(1)));
+            hellos.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            loop {
+                let first = tokio::select! {
+                    commit = queued.recv() => match commit {
+                        Some(events) => events,
+                        None => break,
+                    },
+                    _ = hellos.tick() => {
+                        send(&*notifications, std::slice::from_ref(&hello)).await;
+                        continue;
+                    }
+                };
+                let next_send = Instant::now() + MIN_GAP;
+                let mut events = first;
+                while let Ok(more) = queued.try_recv() {
+                    events.extend(more);
+                }
+                send(&*notifications, &encode(&from, &events)).await;
+                tokio::time::sleep_until(next_send).await;
+            }
+        });
+        Hints {
+            commits,
+            peers: Peers::new(silence),
+        }
+    }
+
+    /// Queues one commit's events for the other engines; nothing while none has been heard.
+    pub(crate) fn publish(&self, events: &[Event]) {
+        if self.peers.present() {
+            let _ = self.commits.send(events.to_vec()); // the task ends only with the engine
+        }
+    }
+}
+
+async fn send(notifications: &dyn Notifications, payloads: &[String]) {
+    if let Err(e) = notifications.publish(payloads).await {
+        tracing::debug!(error = %e, "hints not sent; other processes will poll");
+    }
+}
+
+/// How every hint of the executor `from` begins: an engine knows its own by these bytes.
+fn own_prefix(from: &str) -> String {
+    let from = serde_json::to_string(from).unwrap_or_default();
+    format!(r#"{{"from":{from},"#)
+}
+
+/// The hint that says `from` is there.
+fn hello(from: &str) -> String {
+    format!(r#"{}"hello":true,"events":[]}}"#, own_prefix(from))
 }
 
 /// The hints that carry `events` in order, each within [`MAX_HINT_BYTES`]; an event too large for
 /// any hint travels as a bare wake-up (listeners then read the log). No events: one wake-up.
 pub(crate) fn encode(from: &str, events: &[Event]) -> Vec<String> {
-    let from = serde_json::to_string(from).unwrap_or_default();
-    let head = format!(r#"{{"from":{from},"events":["#);
+    let head = format!(r#"{}"events":["#, own_prefix(from));
     let tail = "]}";
     let room = MAX_HINT_BYTES - head.len() - tail.len();
     let mut hints = Vec::new();
@@ -92,28 +183,43 @@ pub(crate) fn encode(from: &str, events: &[Event]) -> Vec<String> {
 }
 
 /// Relays other processes' hints into this engine until the engine is dropped.
-pub(crate) fn listen(inner: Weak<Inner>, notifications: &Arc<dyn Notifications>, me: String) {
+pub(crate) fn listen(inner: Weak<Inner>, notifications: &Arc<dyn Notifications>, me: &str) {
     let mut hints = notifications.subscribe();
+    let (own, me) = (own_prefix(me), me.to_owned());
     tokio::spawn(async move {
         loop {
             let received = tokio::time::timeout(Duration::from_secs(5), hints.recv()).await;
             let Some(inner) = inner.upgrade() else {
                 break;
             };
+            let peers = inner.hints.as_ref().map(|hints| &hints.peers);
             let payload = match received {
                 Err(_) => continue, // quiet: look again whether the engine still exists
                 Ok(Ok(payload)) => payload,
+                // Hints were lost, perhaps other engines': as if one was heard.
                 Ok(Err(RecvError::Lagged(_))) => {
+                    if let Some(peers) = peers {
+                        peers.heard();
+                    }
                     inner.changed.notify_waiters();
                     continue;
                 }
                 Ok(Err(RecvError::Closed)) => break,
             };
+            if payload.starts_with(&own) {
+                continue;
+            }
             let Ok(hint) = serde_json::from_str::<Hint>(&payload) else {
                 tracing::debug!(payload, "ignoring a hint this version does not read");
                 continue;
             };
             if hint.from == me {
+                continue;
+            }
+            if let Some(peers) = peers {
+                peers.heard();
+            }
+            if hint.hello {
                 continue;
             }
             inner.changed.notify_waiters();
@@ -173,6 +279,50 @@ mod tests {
         let hints = decoded(&encode("gateway-a", &events));
         let sizes: Vec<usize> = hints.iter().map(|h| h.events.len()).collect();
         assert_eq!(sizes, [1, 0, 1]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hints_go_out_from_the_start_and_then_while_another_engine_was_heard_lately() {
+        let peers = Peers::new(Duration::from_secs(6));
+        // (another engine heard now, then how many seconds pass, whether hints go out)
+        let steps = [
+            (false, 5, true),  // just started: others may be there
+            (false, 2, false), // 7 s and nobody heard
+            (true, 5, true),   // another engine's hello
+            (false, 2, false), // silent for 7 s
+        ];
+        for (n, (heard, secs, present)) in steps.into_iter().enumerate() {
+            if heard {
+                peers.heard();
+            }
+            tokio::time::advance(Duration::from_secs(secs)).await;
+            assert_eq!(peers.present(), present, "step {n}");
+        }
+    }
+
+    #[test]
+    fn an_engine_knows_its_own_hints_by_their_first_bytes_and_no_one_elses() {
+        let own = own_prefix("gateway-a");
+        // (hint, whether it is gateway-a's)
+        let cases = [
+            (encode("gateway-a", &[failed("x")]).remove(0), true),
+            (hello("gateway-a"), true),
+            (encode("gateway-ab", &[failed("x")]).remove(0), false),
+            (hello("gateway-"), false),
+            (hello("gateway-a\"\","), false),
+            (encode("gateway-b", &[]).remove(0), false),
+        ];
+        for (hint, mine) in cases {
+            assert_eq!(hint.starts_with(&own), mine, "{hint}");
+        }
+    }
+
+    #[test]
+    fn a_hello_is_read_as_a_hint_with_no_events_and_a_change_as_no_hello() {
+        let hello: Hint = serde_json::from_str(&hello("gateway-a")).unwrap();
+        assert!(hello.hello && hello.events.is_empty() && hello.from == "gateway-a");
+        let change = decoded(&encode("gateway-a", &[failed("x")]));
+        assert!(!change[0].hello);
     }
 
     #[test]

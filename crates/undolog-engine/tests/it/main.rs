@@ -6,6 +6,7 @@ mod bad_input;
 mod concurrency;
 mod executors;
 mod group_commit;
+mod hints;
 mod holder;
 mod in_doubt;
 mod postgres_batches;
