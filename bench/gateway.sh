@@ -30,7 +30,7 @@ trap cleanup EXIT
 
 command -v wrk >/dev/null || { echo "installing wrk" >&2; apt-get install -y -qq wrk >/dev/null; }
 cargo build --release --quiet -p undolog-cli
-undolog=$PWD/target/release/undolog
+undolog=${CARGO_TARGET_DIR:-$PWD/target}/release/undolog
 venv=target/fixtures/mcpproxy
 if [ ! -x "$venv/bin/mcp-proxy" ]; then
   python3 -m venv "$venv"

@@ -4,8 +4,11 @@
 use std::{sync::Arc, time::Duration};
 
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 use undolog_engine::{Engine, EngineConfig, Event};
-use undolog_store::{PostgresOptions, PostgresStore, Store, scratch::ScratchDatabase};
+use undolog_store::{
+    Notifications, PostgresOptions, PostgresStore, Store, scratch::ScratchDatabase,
+};
 
 use crate::*;
 
@@ -29,12 +32,32 @@ async fn engine(db: &ScratchDatabase) -> Engine {
     Engine::new(store(db).await, config)
 }
 
+/// Returns once `heard` hears what `listener` sends: its LISTEN has begun.
+async fn listening(listener: &dyn Notifications, heard: &mut broadcast::Receiver<String>) {
+    let probe = "probe".to_owned();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            listener
+                .publish(std::slice::from_ref(&probe))
+                .await
+                .unwrap();
+            let answer = tokio::time::timeout(Duration::from_millis(200), heard.recv()).await;
+            if matches!(answer, Ok(Ok(payload)) if payload == probe) {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the listener hears itself within 10 s");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_alone_on_its_store_sends_hellos_and_no_hint_of_its_changes() {
     let db = ScratchDatabase::new("undolog_test_hints");
     // A listener that is no engine: it says no hello.
-    let listener = store(&db).await;
-    let mut heard = listener.notifications().unwrap().subscribe();
+    let listener = store(&db).await.notifications().unwrap();
+    let mut heard = listener.subscribe();
+    listening(&*listener, &mut heard).await;
     let engine = engine(&db).await;
     tokio::time::sleep(SILENCE * 2).await;
     while heard.try_recv().is_ok() {}
