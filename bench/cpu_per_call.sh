@@ -6,8 +6,9 @@
 #   bench/cpu_per_call.sh BIN [TOOL] [SECONDS] [CONNECTIONS] [sqlite|postgres]
 #                                         (defaults: transfer, 6 s, 32 connections, postgres)
 #
-# Each run starts from nothing: a fresh database, the bank, the gateway, WARMUP (2) s of warm-up. Runs of
-# two builds one after the other, several times over, compare them in the same hour:
+# Each run starts from nothing: a fresh database, the bank, the gateway, and WARMUP seconds (2) of
+# warm-up. Runs of two builds one after the other, several times over, compare them in the same
+# hour:
 #   for i in 1 2 3 4 5; do for b in /tmp/base /tmp/new; do bench/cpu_per_call.sh "$b"; done; done
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,17 +19,12 @@ pg_url=${UNDOLOG_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 work=$(mktemp -d)
 db="undolog_cpu_$$"
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ "$store" = postgres ] && psql "$pg_url/postgres" -qc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
-  rm -rf "$work"
-}
-trap cleanup EXIT
+made_db=""  # the database to drop at the end: none on SQLite
+trap 'end_run "$made_db"' EXIT
 command -v wrk >/dev/null || { echo "installing wrk" >&2; apt-get install -y -qq wrk >/dev/null; }
 
 case $store in
-  postgres) psql "$pg_url/postgres" -qc "CREATE DATABASE $db" >/dev/null; url="$pg_url/$db" ;;
+  postgres) made_db=$db; psql "$pg_url/postgres" -qc "CREATE DATABASE $db" >/dev/null; url="$pg_url/$db" ;;
   sqlite) url="sqlite://$work/log.db" ;;
   *) echo "store is sqlite or postgres, not $store" >&2; exit 2 ;;
 esac

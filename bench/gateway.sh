@@ -20,13 +20,7 @@ work=$(mktemp -d)
 pids=()
 pg_url=${UNDOLOG_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 pg_db="undolog_bench_$$"
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  psql "$pg_url/postgres" -qc "DROP DATABASE IF EXISTS $pg_db" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'end_run "$pg_db"' EXIT
 
 command -v wrk >/dev/null || { echo "installing wrk" >&2; apt-get install -y -qq wrk >/dev/null; }
 cargo build --release --quiet -p undolog-cli

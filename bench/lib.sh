@@ -24,6 +24,17 @@ compensation = { tool = "transfer", args = { from_account = "{{args.to_account}}
 TOML
 }
 
+# end_run [DB]: what a bench script started is gone, for `trap … EXIT`: the caller's `pids`
+# killed, the database DB on the caller's `pg_url` dropped if one is named, its `work` removed.
+end_run() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ -n "${1:-}" ]; then
+    psql "$pg_url/postgres" -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+
 # start_bank_and_gateway BIN STORE_URL WORK: the demo bank, and a gateway on STORE_URL in front of
 # it (its configuration and log in WORK); their pids join the caller's `pids`, and `bank`,
 # `gateway` (pids) and `target` (the gateway's /mcp URL) are set.

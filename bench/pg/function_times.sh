@@ -17,13 +17,7 @@ pg_url=${UNDOLOG_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 work=$(mktemp -d)
 db="undolog_functions_$$"
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  psql "$pg_url/postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'end_run "$db"' EXIT
 command -v wrk >/dev/null || { echo "installing wrk" >&2; apt-get install -y -qq wrk >/dev/null; }
 
 psql "$pg_url/postgres" -qc "CREATE DATABASE $db" \
@@ -44,4 +38,4 @@ PY
 psql "$pg_url/$db" -c "SELECT funcname AS function, calls,
     round((1000 * total_time / calls)::numeric, 1) AS \"µs per call\",
     round(total_time::numeric, 1) AS \"total ms\"
-  FROM pg_stat_user_functions ORDER BY total_time DESC"
+  FROM pg_stat_user_functions WHERE calls > 0 ORDER BY total_time DESC"

@@ -47,14 +47,14 @@ const MIN_GAP: Duration = Duration::from_millis(5);
 
 /// Whether another engine on the store has been heard lately: hints go out only while one has.
 #[derive(Debug)]
-pub(crate) struct Peers {
+struct Peers {
     silence: Duration,
     /// When another engine was last heard (its hint or hello); the engine's start counts as one.
     last_heard: Mutex<Instant>,
 }
 
 impl Peers {
-    pub(crate) fn new(silence: Duration) -> Peers {
+    fn new(silence: Duration) -> Peers {
         Peers {
             silence,
             last_heard: Mutex::new(Instant::now()),
@@ -66,7 +66,7 @@ impl Peers {
     }
 
     /// Another engine was heard less than `silence` ago (or this one started less than that ago).
-    pub(crate) fn present(&self) -> bool {
+    fn present(&self) -> bool {
         self.lock().elapsed() < self.silence
     }
 

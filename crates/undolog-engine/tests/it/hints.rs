@@ -26,7 +26,6 @@ async fn store(db: &ScratchDatabase) -> Arc<PostgresStore> {
 async fn engine(db: &ScratchDatabase) -> Engine {
     let config = EngineConfig {
         peer_silence: SILENCE,
-        poll_interval: Duration::from_secs(30), // only a hint wakes a waiter in time
         ..EngineConfig::default()
     };
     Engine::new(store(db).await, config)
