@@ -179,6 +179,7 @@ fn engine_config(config: &GatewayConfig) -> EngineConfig {
         lease: config.executor.lease,
         heartbeat: config.executor.heartbeat,
         executor_timeout: config.executor.dead_after,
+        peer_silence: config.executor.peer_silence,
         wait_timeout: config.limits.identical_call_wait,
         // A compensation may run as long as the upstream timeout; the claim is renewed at
         // every step, and ends at once if this process is taken for dead.
@@ -314,4 +315,24 @@ fn unique_executor_name() -> String {
         std::process::id(),
         uuid::Uuid::now_v7()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_engine_leases_beats_and_listens_by_the_executor_settings() {
+        let config = GatewayConfig::from_toml(
+            "[executor]\nlease_ms = 4000\nheartbeat_ms = 500\ndead_after_ms = 2000\npeer_silence_ms = 9000",
+        )
+        .unwrap();
+        let engine = engine_config(&config);
+        assert_eq!(engine.lease, Duration::from_secs(4));
+        assert_eq!(engine.heartbeat, Duration::from_millis(500));
+        assert_eq!(engine.executor_timeout, Duration::from_secs(2));
+        assert_eq!(engine.peer_silence, Duration::from_secs(9));
+    }
 }

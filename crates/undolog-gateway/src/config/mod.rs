@@ -172,6 +172,10 @@ pub struct ExecutorSettings {
     pub heartbeat: Duration,
     /// A gateway silent this long is taken for dead by the others on its store.
     pub dead_after: Duration,
+    /// On PostgreSQL, how long the gateway goes on sending hints of its changes after it last
+    /// heard another gateway on its store; it says hello every third of this, so gateways that
+    /// share a store hear one another, and one alone sends only its hellos.
+    pub peer_silence: Duration,
 }
 
 /// The `Host` and `Origin` headers every route accepts. `None`: the default for the listen

@@ -174,6 +174,9 @@ pub(crate) struct RawExecutor {
     pub(crate) lease_ms: Option<u64>,
     pub(crate) heartbeat_ms: Option<u64>,
     pub(crate) dead_after_ms: Option<u64>,
+    /// How long the gateway goes on sending hints of its changes to the other gateways on its
+    /// store (PostgreSQL NOTIFY) after it last heard one.
+    pub(crate) peer_silence_ms: Option<u64>,
 }
 
 /// Which `Host` and `Origin` headers every route accepts (DNS-rebinding and cross-site protection).

@@ -263,6 +263,9 @@ fn positive<T: PartialOrd + Default + Copy>(
     }
 }
 
+/// The shortest `executor.peer_silence_ms`: a hello every third of a second at most.
+const MIN_PEER_SILENCE: Duration = Duration::from_secs(1);
+
 fn executor(raw: &super::raw::RawExecutor) -> Result<ExecutorSettings, Error> {
     let ms = |key: &str, value: Option<u64>, default: u64| {
         positive(key, value, default).map(Duration::from_millis)
@@ -270,6 +273,19 @@ fn executor(raw: &super::raw::RawExecutor) -> Result<ExecutorSettings, Error> {
     let lease = ms("executor.lease_ms", raw.lease_ms, 10_000)?;
     let heartbeat = ms("executor.heartbeat_ms", raw.heartbeat_ms, 1_000)?;
     let dead_after = ms("executor.dead_after_ms", raw.dead_after_ms, 5_000)?;
+    let peer_silence = ms("executor.peer_silence_ms", raw.peer_silence_ms, 6_000)?;
+    if peer_silence < MIN_PEER_SILENCE {
+        return Err(Error::key(
+            "executor.peer_silence_ms",
+            format!(
+                "is {} ms: the gateway would say hello on its store every {} ms; make it at least \
+                 {} ms",
+                peer_silence.as_millis(),
+                (peer_silence / 3).as_millis(),
+                MIN_PEER_SILENCE.as_millis()
+            ),
+        ));
+    }
     if dead_after < heartbeat * 3 {
         return Err(Error::key(
             "executor.dead_after_ms",
@@ -307,6 +323,7 @@ fn executor(raw: &super::raw::RawExecutor) -> Result<ExecutorSettings, Error> {
         lease,
         heartbeat,
         dead_after,
+        peer_silence,
     })
 }
 

@@ -209,6 +209,11 @@ fn each_mistake_names_its_key_and_the_fix() {
             "make it at least 3000 ms",
         ),
         (
+            "[executor]\npeer_silence_ms = 600",
+            "`executor.peer_silence_ms`",
+            "make it at least 1000 ms",
+        ),
+        (
             "[executor]\nname = \" \"",
             "`executor.name`",
             "leave it out for the default",
@@ -256,6 +261,7 @@ fn no_configuration_means_the_demo_bank_on_loopback_with_a_local_file() {
     assert_eq!(executor.lease, std::time::Duration::from_secs(10));
     assert_eq!(executor.heartbeat, std::time::Duration::from_secs(1));
     assert_eq!(executor.dead_after, std::time::Duration::from_secs(5));
+    assert_eq!(executor.peer_silence, std::time::Duration::from_secs(6));
     assert_eq!(
         config.limits.identical_call_wait,
         std::time::Duration::from_secs(30)
