@@ -267,13 +267,28 @@ fn positive<T: PartialOrd + Default + Copy>(
 const MIN_PEER_SILENCE: Duration = Duration::from_secs(1);
 
 fn executor(raw: &super::raw::RawExecutor) -> Result<ExecutorSettings, Error> {
-    let ms = |key: &str, value: Option<u64>, default: u64| {
+    // The defaults are the engine's own: one place says what they are.
+    let defaults = undolog_engine::EngineConfig::default();
+    let ms = |key: &str, value: Option<u64>, default: Duration| {
+        let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
         positive(key, value, default).map(Duration::from_millis)
     };
-    let lease = ms("executor.lease_ms", raw.lease_ms, 10_000)?;
-    let heartbeat = ms("executor.heartbeat_ms", raw.heartbeat_ms, 1_000)?;
-    let dead_after = ms("executor.dead_after_ms", raw.dead_after_ms, 5_000)?;
-    let peer_silence = ms("executor.peer_silence_ms", raw.peer_silence_ms, 6_000)?;
+    let lease = ms("executor.lease_ms", raw.lease_ms, defaults.lease)?;
+    let heartbeat = ms(
+        "executor.heartbeat_ms",
+        raw.heartbeat_ms,
+        defaults.heartbeat,
+    )?;
+    let dead_after = ms(
+        "executor.dead_after_ms",
+        raw.dead_after_ms,
+        defaults.executor_timeout,
+    )?;
+    let peer_silence = ms(
+        "executor.peer_silence_ms",
+        raw.peer_silence_ms,
+        defaults.peer_silence,
+    )?;
     if peer_silence < MIN_PEER_SILENCE {
         return Err(Error::key(
             "executor.peer_silence_ms",
