@@ -5,14 +5,14 @@ use std::{collections::HashSet, pin::pin, sync::Arc, time::Duration};
 
 use serde_json::Value;
 use tokio::{
-    sync::{Notify, broadcast, mpsc, oneshot},
+    sync::{Notify, broadcast, mpsc},
     time::Instant,
 };
 use undolog_store::{Effect, Lease, Session, Store, Tx};
 use undolog_types::{EffectId, EffectState, OrgId, SessionId, Tier, Timestamp};
 
 use crate::{
-    Call, Clock, EngineConfig, Error, Event, Intercept, Resolution, SystemClock,
+    Call, Clock, EngineConfig, Error, Event, Intercept, SystemClock,
     core::{self, Decision, InterceptView, Write},
     effect_updates::{self, Update},
     known::{Known, Target, Wanted},
@@ -42,7 +42,7 @@ pub(crate) struct Inner {
     pub(crate) hints: Option<crate::hints::Hints>,
     /// Effect updates, for the task that commits them in batches; `None` without a runtime, and
     /// when they go with `batches`.
-    updates: Option<mpsc::UnboundedSender<Update>>,
+    pub(crate) updates: Option<mpsc::UnboundedSender<Update>>,
     /// Intercepts and read-only records, for the task that commits them in batches; `None`
     /// without a runtime, or when the store takes writers concurrently (see `group_commit`).
     pub(crate) batches: Option<mpsc::UnboundedSender<crate::group_commit::Op>>,
@@ -358,240 +358,6 @@ impl Engine {
         };
         self.commit_writes(tx, &writes).await?;
         Ok(Some(effect_id))
-    }
-
-    /// Records the tool's result for an effect this caller was told to execute.
-    pub async fn commit(&self, org: &OrgId, effect: EffectId, result: Value) -> Result<(), Error> {
-        self.commit_with(org, effect, result, None).await
-    }
-
-    /// The same, keeping `verdicts` (what the interceptor chains decided about the call) apart
-    /// from the result.
-    pub async fn commit_with(
-        &self,
-        org: &OrgId,
-        effect: EffectId,
-        result: Value,
-        verdicts: Option<Value>,
-    ) -> Result<(), Error> {
-        let now = self.now();
-        self.update_effect(org, effect, move |e| {
-            core::commit(e, result.clone(), verdicts.clone(), now)
-        })
-        .await
-    }
-
-    /// Records that the tool failed; identical calls waiting for it get this error.
-    pub async fn fail(
-        &self,
-        org: &OrgId,
-        effect: EffectId,
-        error: impl Into<String>,
-    ) -> Result<(), Error> {
-        self.fail_with(org, effect, error, None, None).await
-    }
-
-    /// The same, keeping `details` (what the tool answered, notes on the call) as the effect's
-    /// result and `verdicts` (what the interceptor chains decided) apart, for whoever reads the
-    /// log; an identical call later gets the error and the details.
-    pub async fn fail_with(
-        &self,
-        org: &OrgId,
-        effect: EffectId,
-        error: impl Into<String>,
-        details: Option<Value>,
-        verdicts: Option<Value>,
-    ) -> Result<(), Error> {
-        let (now, error) = (self.now(), error.into());
-        self.update_effect(org, effect, move |e| {
-            core::fail(e, error.clone(), details.clone(), verdicts.clone(), now)
-        })
-        .await
-    }
-
-    /// Extends this executor's lease on a pending effect whose tool is still running.
-    pub async fn renew_lease(&self, org: &OrgId, effect: EffectId) -> Result<Timestamp, Error> {
-        let expires_at = self.now().plus(self.inner.config.lease);
-        let holder = self.inner.config.executor_id.clone();
-        self.update_effect(org, effect, move |mut e| {
-            if e.state != EffectState::Pending {
-                return Err(Error::NotPending {
-                    effect: e.id,
-                    state: e.state,
-                });
-            }
-            e.lease = Some(Lease {
-                holder: holder.clone(),
-                expires_at,
-            });
-            Ok(vec![Write::UpdateEffect(e)])
-        })
-        .await?;
-        Ok(expires_at)
-    }
-
-    /// The upstream answered the call by asking the client for input (`request`, its
-    /// `input_required` result): the effect waits for nothing and is never undone; the
-    /// client's answer is a call of its own.
-    pub async fn await_input(
-        &self,
-        org: &OrgId,
-        effect: EffectId,
-        request: Value,
-        verdicts: Option<Value>,
-    ) -> Result<(), Error> {
-        let now = self.now();
-        self.update_effect(org, effect, move |e| {
-            core::await_input(e, request.clone(), verdicts.clone(), now)
-        })
-        .await
-    }
-
-    /// The call could not be sent (its upstream was unreachable): the tool never ran, the effect
-    /// is `rejected` with `reason`, and an identical call later is decided afresh.
-    pub async fn not_sent(
-        &self,
-        org: &OrgId,
-        effect: EffectId,
-        reason: impl Into<String>,
-        verdicts: Option<Value>,
-    ) -> Result<(), Error> {
-        let (now, reason) = (self.now(), reason.into());
-        self.update_effect(org, effect, move |e| {
-            core::not_sent(e, reason.clone(), verdicts.clone(), now)
-        })
-        .await
-    }
-
-    /// This executor sent the call upstream and lost its answer (the connection broke, the
-    /// upstream timed out): the tool may or may not have run, so the effect is in doubt now,
-    /// with `error` saying why, instead of when its lease runs out.
-    pub async fn doubt(
-        &self,
-        org: &OrgId,
-        effect: EffectId,
-        error: impl Into<String>,
-        verdicts: Option<Value>,
-    ) -> Result<(), Error> {
-        let (now, error) = (self.now(), error.into());
-        self.update_effect(org, effect, move |e| {
-            core::doubt(e, error.clone(), verdicts.clone(), now)
-        })
-        .await
-    }
-
-    /// Pending effects whose executor's lease ran out: they may or may not have run.
-    pub async fn in_doubt(&self, org: &OrgId) -> Result<Vec<Effect>, Error> {
-        let mut tx = self.begin(org).await?;
-        Ok(tx.expired_leases(self.now()).await?)
-    }
-
-    /// Records an operator's verdict on an in-doubt effect; `by` is who decided it.
-    pub async fn resolve_in_doubt(
-        &self,
-        org: &OrgId,
-        effect: EffectId,
-        resolution: Resolution,
-        by: impl Into<String>,
-    ) -> Result<(), Error> {
-        let (now, by) = (self.now(), by.into());
-        self.update_effect(org, effect, move |e| {
-            core::resolve_in_doubt(e, resolution.clone(), by.clone(), now)
-        })
-        .await
-    }
-
-    /// Reads one effect, applies `change`, and writes the result, in one transaction — shared
-    /// with other operations waiting at the same moment: on a store with one writer, with
-    /// everything in its batch (`group_commit`); on one with concurrent writers, with its
-    /// session's intercepts when this engine sent the call (`session_batches`), so that a
-    /// call's outcome and its neighbours' intents share a COMMIT, else with the other updates
-    /// (`effect_updates`).
-    async fn update_effect(
-        &self,
-        org: &OrgId,
-        id: EffectId,
-        change: impl Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync + 'static,
-    ) -> Result<(), Error> {
-        let mut update = Update {
-            org: org.clone(),
-            effect: id,
-            change: Box::new(change),
-            done: None,
-        };
-        if let Some(batches) = &self.inner.batches {
-            return crate::group_commit::submit(batches, |done| update.into_op(done)).await;
-        }
-        if let Some(batches) = &self.inner.session_batches
-            && let Some(session) = self
-                .inner
-                .remembered
-                .as_ref()
-                .and_then(|m| m.session_of_effect(org, id))
-        {
-            let op = |done| update.into_op(done);
-            return batches.submit(self, org, &session, op).await;
-        }
-        let Some(queue) = &self.inner.updates else {
-            return self.update_effect_now(org, id, &update.change).await;
-        };
-        let (done, answer) = oneshot::channel();
-        update.done = Some(done);
-        if let Err(mpsc::error::SendError(update)) = queue.send(update) {
-            return self.update_effect_now(org, id, &update.change).await;
-        }
-        answer.await.unwrap_or(Err(Error::Stopped))
-    }
-
-    /// [`Engine::update_effect`] in a transaction of its own.
-    pub(crate) async fn update_effect_now(
-        &self,
-        org: &OrgId,
-        id: EffectId,
-        change: &(dyn Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync),
-    ) -> Result<(), Error> {
-        if let Some(done) = self.update_remembered(org, id, change).await {
-            return done;
-        }
-        let mut tx = self.begin(org).await?;
-        let effect = tx.effect(id).await?.ok_or(Error::UnknownEffect(id))?;
-        let writes = change(effect)?;
-        self.commit_writes(tx, &writes).await
-    }
-
-    /// [`Engine::update_effect_now`] on the effect as this engine remembers it, written only if
-    /// it is still so (see `remembered`). `None` when it must be read first: nothing remembered,
-    /// the change refused on the remembered row (a refusal is decided on the row as read), or
-    /// the stored effect changed (then nothing was written).
-    async fn update_remembered(
-        &self,
-        org: &OrgId,
-        id: EffectId,
-        change: &(dyn Fn(Effect) -> Result<Vec<Write>, Error> + Send + Sync),
-    ) -> Option<Result<(), Error>> {
-        let memory = self.inner.remembered.as_ref()?;
-        let before = memory.effect(org, id)?;
-        let writes = change(before.clone()).ok()?;
-        let expected = Expected {
-            sessions: &[],
-            effects: std::slice::from_ref(&before),
-            held: None,
-        };
-        let done: Result<(), Error> = async {
-            let mut tx = self.begin(org).await?;
-            let events = self.apply_expecting(&mut *tx, &writes, expected).await?;
-            tx.commit().await?;
-            self.published(events);
-            Ok(())
-        }
-        .await;
-        match done {
-            Err(e) if e.is_changed() => {
-                memory.forget_effect(id);
-                None
-            }
-            done => Some(done),
-        }
     }
 
     /// [`Known::read`], and remembered.

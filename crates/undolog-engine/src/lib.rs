@@ -15,6 +15,7 @@ mod clock;
 mod config;
 pub mod core;
 pub mod crash_points;
+mod effect_outcomes;
 mod effect_updates;
 mod engine;
 mod error;
