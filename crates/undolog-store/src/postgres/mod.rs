@@ -18,6 +18,7 @@ mod keys;
 mod literal;
 mod migrate;
 mod notify;
+mod queued;
 mod rows;
 mod tx;
 

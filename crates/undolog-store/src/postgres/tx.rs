@@ -11,10 +11,10 @@
 //! `UL001` (migration 8), for the same reason. The error reaches the caller from the read or the
 //! commit that carried the write. Values are written into the text as literals (`literal`); the
 //! writes every call makes are calls of functions (migration 8), whose plans each connection makes
-//! once. Some queued statements join into one (`Statement`): a new call's check that no earlier effect
-//! exists travels inside the insert of its effect (`undolog_insert_new_effect`, migration 11; see
-//! `PostgresTx::take_check`), locks taken one after another are one statement, and so are an
-//! outcome and the undo entry of its effect (migration 12).
+//! once. Some queued statements join into one (`Statement`, in `queued`): a new call's check that
+//! no earlier effect exists travels inside the insert of its effect (`undolog_insert_new_effect`,
+//! migration 11; see `PostgresTx::take_check`), locks taken one after another are one statement,
+//! and so are an outcome and the undo entry of its effect (migration 12).
 //!
 //! Queries still say `WHERE org = …`: row-level security would hide other orgs' rows anyway, but
 //! the condition lets the planner use the `(…, org)` indexes and keeps the SQL the same as
@@ -30,6 +30,7 @@ use undolog_types::{
 use super::{
     APP_ROLE, SETTINGS,
     literal::{Value, render},
+    queued::{Check, INSERT_EFFECT, INSERT_NEW_EFFECT, OnError, Queued, Statement},
 };
 use crate::{
     Approval, Effect, EffectLookup, Error, Lease, Result, Session, Snapshot, Tx,
@@ -46,140 +47,6 @@ pub(super) struct PostgresTx {
     open: bool,
     /// A statement failed, so the server has aborted the transaction (a COMMIT would roll back).
     failed: bool,
-}
-
-/// A statement waiting for the next message, and what its failure means.
-struct Queued {
-    statement: Statement,
-    on_error: OnError,
-}
-
-/// A queued statement, as what a statement queued later may join (migrations 11 and 12).
-enum Statement {
-    /// Sent as it is; nothing joins it.
-    Sql(String),
-    /// The check of [`Tx::expect_no_effect`], sent as `sql` unless the insert of the call's
-    /// effect takes it in (`undolog_insert_new_effect`; see [`PostgresTx::take_check`]).
-    Check { sql: String, check: Check },
-    /// Advisory locks, in the order taken: the locks queued right after join them
-    /// (`undolog_lock_calls`).
-    Locks(Vec<i64>),
-    /// `undolog_replace_effect` with these arguments: the push of the effect's undo entry queued
-    /// right after joins it (`undolog_replace_effect_push_undo`).
-    ReplaceEffect { effect: EffectId, args: String },
-}
-
-impl Queued {
-    fn text(&self) -> std::borrow::Cow<'_, str> {
-        match &self.statement {
-            Statement::Sql(sql) | Statement::Check { sql, .. } => sql.as_str().into(),
-            Statement::Locks(keys) => {
-                let keys: Vec<String> = keys.iter().map(i64::to_string).collect();
-                format!("SELECT undolog_lock_calls('{{{}}}')", keys.join(",")).into()
-            }
-            Statement::ReplaceEffect { args, .. } => {
-                format!("SELECT undolog_replace_effect({args})").into()
-            }
-        }
-    }
-}
-
-/// What an earlier effect of a call is looked for by, which must not exist.
-enum Check {
-    Signature(String),
-    Key(String),
-}
-
-impl Check {
-    /// The check of `lookup`; `None` for [`EffectLookup::Nothing`], which looks for nothing.
-    fn of(lookup: EffectLookup<'_>) -> Option<Check> {
-        match lookup {
-            EffectLookup::Nothing => None,
-            EffectLookup::LatestBySignature(signature) => {
-                Some(Check::Signature(signature.as_str().to_owned()))
-            }
-            EffectLookup::LatestByKey(key) => Some(Check::Key(key.to_owned())),
-        }
-    }
-
-    /// The functions' `p_by` (migrations 8 and 11).
-    fn by(&self) -> &'static str {
-        match self {
-            Check::Signature(_) => "signature",
-            Check::Key(_) => "key",
-        }
-    }
-
-    fn value(&self) -> &str {
-        match self {
-            Check::Signature(value) | Check::Key(value) => value,
-        }
-    }
-
-    /// Whether `e` is an effect this check looks for.
-    fn finds(&self, e: &Effect) -> bool {
-        match self {
-            Check::Signature(signature) => e.signature.as_str() == signature,
-            Check::Key(key) => e.idempotency_key.as_deref() == Some(key.as_str()),
-        }
-    }
-}
-
-enum OnError {
-    /// The server's error, as it is.
-    Database,
-    /// A unique violation: this record exists already.
-    Exists(String),
-    /// `no_data_found` from `undolog_expect_rows` or `undolog_push_undo`: there is no such record.
-    Missing { what: &'static str, id: String },
-    /// `UL001` from a conditional write (migration 8): the row changed since it was read.
-    Changed { what: &'static str, id: String },
-    /// The insert of a new call's effect with the check that it is new (migration 11): `UL001`
-    /// when an earlier effect of the call exists, a unique violation when this one does.
-    NewEffect { call: String, effect: String },
-}
-
-/// The SQLSTATE of a conditional write whose condition does not hold (migration 8).
-const CHANGED: &str = "UL001";
-
-/// An effect's insert, with the org as `$1` and its columns after.
-const INSERT_EFFECT: &str = "SELECT undolog_insert_effect($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-    $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)";
-/// The same, and how to look for an earlier effect of the call, which must not exist.
-const INSERT_NEW_EFFECT: &str = "SELECT undolog_insert_new_effect($1, $2, $3, $4, $5, $6, $7, \
-    $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)";
-
-impl OnError {
-    fn explain(&self, error: sqlx::Error) -> Error {
-        let sqlx::Error::Database(db) = &error else {
-            return error.into();
-        };
-        match self {
-            OnError::Exists(what) if db.is_unique_violation() => Error::AlreadyExists(what.clone()),
-            OnError::Missing { what, id } if db.code().as_deref() == Some("P0002") => {
-                Error::NotFound {
-                    what,
-                    id: id.clone(),
-                }
-            }
-            OnError::Changed { what, id } if db.code().as_deref() == Some(CHANGED) => {
-                Error::Changed {
-                    what,
-                    id: id.clone(),
-                }
-            }
-            OnError::NewEffect { call, .. } if db.code().as_deref() == Some(CHANGED) => {
-                Error::Changed {
-                    what: "call",
-                    id: call.clone(),
-                }
-            }
-            OnError::NewEffect { effect, .. } if db.is_unique_violation() => {
-                Error::AlreadyExists(effect.clone())
-            }
-            _ => error.into(),
-        }
-    }
 }
 
 impl PostgresTx {
