@@ -63,7 +63,7 @@ else
 fi
 for k in $calls; do
   python3 bench/pg/batch_statements.py --shape today --calls "$k" >"$work/today.sql"
-  python3 bench/pg/batch_statements.py --shape arrays --calls "$k" >"$work/arrays.sql"
+  [ "$mode" = hot ] || python3 bench/pg/batch_statements.py --shape arrays --calls "$k" >"$work/arrays.sql"
   ratios=()
   for round in $(seq "$rounds"); do
     today=$(run "$work/today.sql" "$k" "$db")

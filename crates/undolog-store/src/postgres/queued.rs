@@ -99,13 +99,6 @@ pub(super) enum OnError {
 /// The SQLSTATE of a conditional write whose condition does not hold (migration 8).
 const CHANGED: &str = "UL001";
 
-/// An effect's insert, with the org as `$1` and its columns after.
-pub(super) const INSERT_EFFECT: &str = "SELECT undolog_insert_effect($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-    $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)";
-/// The same, and how to look for an earlier effect of the call, which must not exist.
-pub(super) const INSERT_NEW_EFFECT: &str = "SELECT undolog_insert_new_effect($1, $2, $3, $4, $5, $6, $7, \
-    $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)";
-
 impl OnError {
     pub(super) fn explain(&self, error: sqlx::Error) -> Error {
         let sqlx::Error::Database(db) = &error else {

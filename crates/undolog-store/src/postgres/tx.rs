@@ -30,7 +30,7 @@ use undolog_types::{
 use super::{
     APP_ROLE, SETTINGS,
     literal::{Value, render},
-    queued::{Check, INSERT_EFFECT, INSERT_NEW_EFFECT, OnError, Queued, Statement},
+    queued::{Check, OnError, Queued, Statement},
 };
 use crate::{
     Approval, Effect, EffectLookup, Error, Lease, Result, Session, Snapshot, Tx,
@@ -48,6 +48,13 @@ pub(super) struct PostgresTx {
     /// A statement failed, so the server has aborted the transaction (a COMMIT would roll back).
     failed: bool,
 }
+
+/// An effect's insert, with the org as `$1` and its columns after.
+const INSERT_EFFECT: &str = "SELECT undolog_insert_effect($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+    $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)";
+/// The same, and how to look for an earlier effect of the call, which must not exist.
+const INSERT_NEW_EFFECT: &str = "SELECT undolog_insert_new_effect($1, $2, $3, $4, $5, $6, $7, \
+    $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)";
 
 impl PostgresTx {
     /// A transaction on `conn`; an `unsynced` one commits without waiting for the WAL to reach the
