@@ -33,9 +33,58 @@ impl Sink for String {
     }
 }
 
-impl Sink for blake3::Hasher {
+/// One BLAKE3 chunk, the most the hasher takes in one piece before it compresses.
+const HASHING_BUFFER: usize = 1024;
+
+/// A BLAKE3 hash of the text put, fed to the hasher a block at a time: canonical text arrives a
+/// few bytes at a time (a quote, a key, a comma), and each of the hasher's updates costs more than
+/// copying those bytes, so they gather first in a buffer of one BLAKE3 chunk. Any split of the
+/// same bytes hashes the same.
+pub struct Hashing {
+    hasher: blake3::Hasher,
+    buffer: [u8; HASHING_BUFFER],
+    len: usize,
+}
+
+impl std::fmt::Debug for Hashing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hashing")
+            .field("buffered", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Hashing {
+    fn default() -> Hashing {
+        Hashing {
+            hasher: blake3::Hasher::new(),
+            buffer: [0; HASHING_BUFFER],
+            len: 0,
+        }
+    }
+}
+
+impl Hashing {
+    /// The hash of everything put.
+    pub fn finalize(mut self) -> blake3::Hash {
+        self.hasher.update(&self.buffer[..self.len]);
+        self.hasher.finalize()
+    }
+}
+
+impl Sink for Hashing {
     fn put(&mut self, text: &str) {
-        self.update(text.as_bytes());
+        let bytes = text.as_bytes();
+        if self.len + bytes.len() > self.buffer.len() {
+            self.hasher.update(&self.buffer[..self.len]);
+            self.len = 0;
+            if bytes.len() >= self.buffer.len() {
+                self.hasher.update(bytes);
+                return;
+            }
+        }
+        self.buffer[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
     }
 }
 

@@ -125,9 +125,9 @@ impl CallIdentity<'_> {
 
     /// The BLAKE3 of the canonical text, hashed as it is written.
     pub fn signature(&self) -> Signature {
-        let mut hasher = blake3::Hasher::new();
-        self.write(&mut hasher);
-        Signature::of_hash(&hasher.finalize())
+        let mut hashing = canonical::Hashing::default();
+        self.write(&mut hashing);
+        Signature::of_hash(&hashing.finalize())
     }
 
     /// Writes the signed object's canonical text: its keys in canonical order, `args`, `org`,

@@ -1,6 +1,7 @@
 //! Values written into SQL text as literals. A transaction's statements travel together in
 //! simple-protocol messages (see `tx`), which carry no bound parameters, so the values go into the
-//! text itself, quoted by `postgres-protocol` (the rust-postgres project's protocol crate).
+//! text itself, quoted as `postgres-protocol` (the rust-postgres project's protocol crate) quotes
+//! them (`push_text`).
 
 use crate::{Error, Result};
 
@@ -44,8 +45,11 @@ impl From<Option<i64>> for Value<'_> {
 /// `sql` with each `$n` replaced by the n-th value (from 1) as a literal. `sql` is the store's own
 /// text, which holds `$` only in placeholders; the values may hold anything but a NUL character,
 /// which PostgreSQL cannot store in text.
+///
+/// Every call's writes go through here (a new effect's function call carries its arguments and
+/// result as text), so the text is written once, into a string sized for all of it.
 pub(super) fn render(sql: &str, values: &[Value<'_>]) -> Result<String> {
-    let mut out = String::with_capacity(sql.len() + 16 * values.len());
+    let mut out = String::with_capacity(sql.len() + values.iter().map(Value::room).sum::<usize>());
     let mut rest = sql;
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
@@ -61,19 +65,52 @@ pub(super) fn render(sql: &str, values: &[Value<'_>]) -> Result<String> {
                 ))
             })?;
         match value {
-            Value::Text(Some(text)) if text.contains('\0') => {
-                return Err(Error::Unstorable("a NUL character (U+0000) in text"));
-            }
-            Value::Text(Some(text)) => {
-                out.push_str(&postgres_protocol::escape::escape_literal(text))
-            }
-            Value::Int(Some(int)) => out.push_str(&int.to_string()),
+            Value::Text(Some(text)) => push_text(&mut out, text)?,
+            Value::Int(Some(int)) => out.push_str(itoa::Buffer::new().format(*int)),
             Value::Text(None) | Value::Int(None) => out.push_str("NULL"),
         }
         rest = &tail[digits..];
     }
     out.push_str(rest);
     Ok(out)
+}
+
+impl Value<'_> {
+    /// About what the value takes in the text: its length and its quotes, or an integer's digits.
+    fn room(&self) -> usize {
+        match self {
+            Value::Text(Some(text)) => text.len() + 3,
+            Value::Text(None) | Value::Int(_) => 20,
+        }
+    }
+}
+
+/// `text` as a literal, as `postgres-protocol` (the rust-postgres project's protocol crate) quotes
+/// it, written in place: between single quotes, each quote and backslash doubled, and after ` E`
+/// when it holds a backslash, so that it reads the same whatever `standard_conforming_strings`
+/// says. That crate's `escape_literal` returns a new string built a character at a time; a call's
+/// arguments and result pass through here at every write, so runs between the characters to
+/// double are copied whole, found by `memchr`. A property test holds the two to the same text.
+fn push_text(out: &mut String, text: &str) -> Result<()> {
+    let bytes = text.as_bytes();
+    if memchr::memchr(0, bytes).is_some() {
+        return Err(Error::Unstorable("a NUL character (U+0000) in text"));
+    }
+    out.push_str(if memchr::memchr(b'\\', bytes).is_some() {
+        " E'"
+    } else {
+        "'"
+    });
+    let mut plain = 0;
+    for at in memchr::memchr2_iter(b'\'', b'\\', bytes) {
+        // Quotes and backslashes are ASCII, so `at` is a character boundary.
+        out.push_str(&text[plain..=at]);
+        out.push(char::from(bytes[at]));
+        plain = at + 1;
+    }
+    out.push_str(&text[plain..]);
+    out.push('\'');
+    Ok(())
 }
 
 #[cfg(test)]
@@ -92,6 +129,28 @@ mod tests {
         values.push(Some(42_i64).into());
         let sql = render("SELECT $1, $2, $3, $10, $4", &values).unwrap();
         assert_eq!(sql, r"SELECT 'it''s',  E'back\\slash $1', NULL, 42, -7");
+    }
+
+    proptest::proptest! {
+        /// Whatever the text, its literal is the one `postgres-protocol` quotes it as; an integer
+        /// is its digits.
+        #[test]
+        fn a_literal_is_the_protocol_crates_quoting_of_its_text(
+            text in "[a-z '\\\\\"$é😀\\x01-\\x1f]{0,40}",
+            any in "[^\\x00]{0,40}",
+            plain in "[a-z0-9 {}\":,.-]{0,40}",
+            int: i64,
+        ) {
+            let values = [text.as_str().into(), any.as_str().into(), plain.as_str().into(), int.into()];
+            let sql = render("SELECT $1, $2, $3, $4", &values).unwrap();
+            let expected = format!(
+                "SELECT {}, {}, {}, {int}",
+                postgres_protocol::escape::escape_literal(&text),
+                postgres_protocol::escape::escape_literal(&any),
+                postgres_protocol::escape::escape_literal(&plain),
+            );
+            proptest::prop_assert_eq!(sql, expected);
+        }
     }
 
     #[test]

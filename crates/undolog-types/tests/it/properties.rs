@@ -1,5 +1,5 @@
 //! Property tests: canonical JSON is idempotent and blind to key order; the signature sees every
-//! field, and is the hash of the signed object's canonical text however it is written.
+//! field, and is the hash of the signed object's canonical text however it is written or split.
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -101,5 +101,16 @@ proptest! {
         let args_text = canonical::to_string(&Value::from(args.clone())).unwrap();
         prop_assert_eq!(args.canonical_len(), args_text.len());
         prop_assert_eq!(args.canonical(), args_text);
+    }
+
+    #[test]
+    fn text_hashed_in_pieces_hashes_as_the_whole_text(
+        pieces in prop::collection::vec(prop_oneof![".{0,8}", ".{900,1100}", ".{2000,2100}"], 0..12),
+    ) {
+        let mut hashing = canonical::Hashing::default();
+        for piece in &pieces {
+            canonical::Sink::put(&mut hashing, piece);
+        }
+        prop_assert_eq!(hashing.finalize(), blake3::hash(pieces.concat().as_bytes()));
     }
 }
