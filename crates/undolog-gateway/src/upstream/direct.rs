@@ -17,7 +17,7 @@ use std::{
 };
 
 use axum::body::Bytes;
-use futures::{StreamExt as _, stream::BoxStream};
+use futures::{FutureExt as _, StreamExt as _, stream::BoxStream};
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 use hyper_util::client::proxy::matcher::Matcher;
 use rmcp::model::{
@@ -245,17 +245,39 @@ async fn answer_in_stream(
             super::call_answer::read(data.as_bytes()).map_err(|_| UpstreamError::Garbage {
                 upstream: upstream.to_owned(),
             })?;
-        match &message {
-            ServerJsonRpcMessage::Response(r) if r.id == *id => return Ok(message),
-            ServerJsonRpcMessage::Error(e) if e.id.as_ref().is_none_or(|e| e == id) => {
-                return Ok(message);
-            }
-            _ => tracing::trace!(upstream, "an upstream message nobody asked for; dropped"),
+        let answers = match &message {
+            ServerJsonRpcMessage::Response(r) => r.id == *id,
+            ServerJsonRpcMessage::Error(e) => e.id.as_ref().is_none_or(|e| e == id),
+            _ => false,
+        };
+        if answers {
+            read_to_its_end(events);
+            return Ok(message);
         }
+        tracing::trace!(upstream, "an upstream message nobody asked for; dropped");
     }
     Err(UpstreamError::Closed {
         upstream: upstream.to_owned(),
     })
+}
+
+/// How long the rest of an answered event stream is read for, looking for its end.
+const STREAM_END_WAIT: Duration = Duration::from_secs(1);
+
+/// Reads what is left of an answered event stream to its end, on a task of its own when the end
+/// has not come yet, for at most [`STREAM_END_WAIT`]. hyper gives a connection back to its pool
+/// only once the body on it has ended; an upstream that sends a stream's last chunk a moment
+/// after the answer (rmcp's server does, on one call in six or so under load) would otherwise
+/// have the connection closed, and the next call open a new one. A stream still open after the
+/// wait is dropped, and its connection closed, as before.
+fn read_to_its_end<S: futures::Stream + Send + Unpin + 'static>(mut events: S) {
+    if let Some(None) = events.next().now_or_never() {
+        return;
+    }
+    tokio::spawn(async move {
+        let rest = async { while events.next().await.is_some() {} };
+        let _ended = tokio::time::timeout(STREAM_END_WAIT, rest).await;
+    });
 }
 
 /// The whole body, up to [`MAX_RESPONSE_BYTES`].
@@ -307,6 +329,11 @@ fn mentions_header_params(schema: &JsonObject) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::{
+        collections::HashSet,
+        sync::{Arc, Mutex},
+    };
+
     use super::*;
 
     #[test]
@@ -343,5 +370,71 @@ mod tests {
                 (got, _) => panic!("{version:?} {name:?}: {got:?}"),
             }
         }
+    }
+
+    /// An upstream that answers each call on an event stream and ends the stream a moment after
+    /// the answer, as a server whose last chunk leaves in a packet of its own; its address, and
+    /// the client ports its calls came from (one per connection).
+    async fn answers_then_ends_later() -> (String, Arc<Mutex<HashSet<u16>>>) {
+        use axum::{Router, body::Body, extract::ConnectInfo, routing::post};
+        let ports = Arc::new(Mutex::new(HashSet::new()));
+        let seen = ports.clone();
+        let app = Router::new().route(
+            "/mcp",
+            post(
+                move |ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>, body: Bytes| {
+                    seen.lock().unwrap().insert(peer.port());
+                    async move {
+                        let request: Value = serde_json::from_slice(&body).unwrap();
+                        let answer = serde_json::json!({"jsonrpc": "2.0", "id": request["id"],
+                            "result": {"content": [], "isError": false}});
+                        let event = Bytes::from(format!("data: {answer}\n\n"));
+                        let end = futures::stream::once(async {
+                            tokio::time::sleep(Duration::from_millis(30)).await;
+                            Ok::<_, io::Error>(Bytes::new())
+                        });
+                        let stream = futures::stream::once(async { Ok(event) }).chain(end);
+                        (
+                            [(header::CONTENT_TYPE, "text/event-stream")],
+                            Body::from_stream(stream),
+                        )
+                    }
+                },
+            ),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}/mcp"), ports)
+    }
+
+    #[tokio::test]
+    async fn calls_a_moment_apart_share_one_connection_though_each_stream_ends_after_its_answer() {
+        let (url, ports) = answers_then_ends_later().await;
+        let direct = Direct::new(&url, &[], &Matcher::builder().build()).expect("a plain URL");
+        let version: ProtocolVersion = serde_json::from_value("2026-07-28".into()).unwrap();
+        let (meta, cancel) = (RequestMetaObject::default(), CancellationToken::new());
+        for _ in 0..5 {
+            let posted = Posted {
+                upstream: "bank",
+                version: &version,
+                params: CallToolRequestParams::new("get_balance"),
+                client_meta: &meta,
+                timeout: Duration::from_secs(5),
+                cancel: &cancel,
+            };
+            let answered = direct.call(posted).await;
+            assert!(answered.is_ok(), "{answered:?}");
+            // The next call comes after the stream's end: its connection is free again, unless
+            // it was closed.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let ports = ports.lock().unwrap().clone();
+        assert_eq!(
+            ports.len(),
+            1,
+            "one connection, not one per call: {ports:?}"
+        );
     }
 }
