@@ -36,7 +36,7 @@ impl Sink for String {
 /// One BLAKE3 chunk, the most the hasher takes in one piece before it compresses.
 const HASHING_BUFFER: usize = 1024;
 
-/// A BLAKE3 hash of the text put, fed to the hasher a block at a time: canonical text arrives a
+/// A BLAKE3 hash of the text put, fed to the hasher a chunk at a time: canonical text arrives a
 /// few bytes at a time (a quote, a key, a comma), and each of the hasher's updates costs more than
 /// copying those bytes, so they gather first in a buffer of one BLAKE3 chunk. Any split of the
 /// same bytes hashes the same.

@@ -267,7 +267,7 @@ const STREAM_END_WAIT: Duration = Duration::from_secs(1);
 /// Reads what is left of an answered event stream to its end, on a task of its own when the end
 /// has not come yet, for at most [`STREAM_END_WAIT`]. hyper gives a connection back to its pool
 /// only once the body on it has ended; an upstream that sends a stream's last chunk a moment
-/// after the answer (rmcp's server does, on one call in six or so under load) would otherwise
+/// after the answer (rmcp's server did on one call in seven to nine under load) would otherwise
 /// have the connection closed, and the next call open a new one. A stream still open after the
 /// wait is dropped, and its connection closed, as before.
 fn read_to_its_end<S: futures::Stream + Send + Unpin + 'static>(mut events: S) {
