@@ -180,7 +180,10 @@ fn commit_thread(engine: Weak<Inner>, mut queue: mpsc::UnboundedReceiver<Op>) {
             };
             // A task of its own, so that a batch that panics loses only itself (its callers hear
             // that the engine stopped) and the thread goes on to the next.
-            let run = tokio::spawn(async move { Engine::from_inner(inner).run_ops(batch).await });
+            let run = tokio::spawn(async move {
+                let engine = Engine::from_inner(inner);
+                engine.run_ops(batch, &mut || {}).await
+            });
             if let Err(e) = run.await {
                 tracing::error!(error = %e, "a group-commit batch failed");
             }
@@ -249,8 +252,9 @@ impl Engine {
     }
 
     /// Carries out a batch: per org, all in one transaction when it holds more than one
-    /// operation, and each alone when that fails.
-    pub(crate) async fn run_ops(&self, batch: Vec<Op>) {
+    /// operation, and each alone when that fails. `committed` is told when a transaction of
+    /// several operations has committed, before their callers are answered.
+    pub(crate) async fn run_ops(&self, batch: Vec<Op>, committed: &mut (dyn FnMut() + Send)) {
         // The fault suite stops the process here: intercepts, or outcomes, taken for a batch and
         // none of them committed.
         if batch.iter().any(|op| !matches!(op, Op::Update(_))) {
@@ -266,7 +270,7 @@ impl Engine {
         for (org, mut ops) in by_org {
             self.batched(ops.len());
             if ops.len() > 1 {
-                match self.run_ops_together(&org, &mut ops).await {
+                match self.run_ops_together(&org, &mut ops, committed).await {
                     Ok(()) => continue,
                     Err(e) => {
                         tracing::debug!(error = %e, ops = ops.len(), "a batch failed; each operation alone");
@@ -285,7 +289,12 @@ impl Engine {
     /// Every operation in one transaction, one commit, each answered when its answer may go (see
     /// [`Op::answers_before_commit`]). `Err` when the transaction failed: nothing is written, and
     /// the operations not yet answered wait to run again.
-    async fn run_ops_together(&self, org: &OrgId, ops: &mut [Op]) -> Result<(), Error> {
+    async fn run_ops_together(
+        &self,
+        org: &OrgId,
+        ops: &mut [Op],
+        committed: &mut (dyn FnMut() + Send),
+    ) -> Result<(), Error> {
         let mut tx = self.begin_for(org, ops).await?;
         let mut known = self.prepare(&mut *tx, ops).await?.holding_session_writes();
         let mut answers = Vec::with_capacity(ops.len());
@@ -310,6 +319,7 @@ impl Engine {
         }
         self.write_held_sessions(&mut *tx, &known).await?;
         tx.commit().await?;
+        committed();
         self.published(events);
         for (op, answer) in ops.iter_mut().zip(answers) {
             if let Some(answer) = answer {
