@@ -12,7 +12,10 @@
 
 use std::{
     io,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -37,7 +40,8 @@ const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 
-/// The most of a response this path reads: the MCP client's own limit.
+/// The most of a response this path reads, and of one event in an event stream: the MCP client's
+/// own limit.
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A Streamable HTTP upstream, as this path posts to it.
@@ -161,7 +165,7 @@ impl Direct {
             body,
         } = answer;
         let message = if status.is_success() && event_stream {
-            answer_in_stream(body, id, upstream).await?
+            answer_in_stream(body, id, upstream, MAX_RESPONSE_BYTES).await?
         } else {
             let bytes = limited_body(body, upstream).await?;
             match super::call_answer::read(&bytes) {
@@ -225,21 +229,55 @@ pub(super) fn gateway_info() -> Implementation {
 
 /// The answer on an event stream: the first response or error to this request. What the
 /// upstream sends before it (progress, log messages) nobody asked for.
+///
+/// The stream may be long (a tool that reports its progress for an hour), but no event in it may
+/// pass `max_event_bytes`: the bytes read since the last complete event are counted, and past the
+/// bound the answer is refused. An upstream that never ended a line, or an event, would otherwise
+/// have everything it sends held in memory. Each event resets the count; what of the next event
+/// came in the same chunk is forgotten, so the bound holds to within one chunk.
 async fn answer_in_stream(
     body: BoxStream<'static, io::Result<Bytes>>,
     id: &RequestId,
     upstream: &str,
+    max_event_bytes: usize,
 ) -> Result<ServerJsonRpcMessage, UpstreamError> {
+    let since_event = Arc::new(AtomicUsize::new(0));
+    let counted = since_event.clone();
+    let body = body.map(move |chunk| {
+        let chunk = chunk?;
+        let held = counted.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
+        if held > max_event_bytes {
+            return Err(io::Error::other(format!(
+                "an event of more than {max_event_bytes} bytes"
+            )));
+        }
+        Ok(chunk)
+    });
+    let too_large = || {
+        tracing::warn!(
+            upstream,
+            limit = max_event_bytes,
+            "an event in an upstream's answer stream passed the size limit; the answer is refused"
+        );
+        UpstreamError::Garbage {
+            upstream: upstream.to_owned(),
+        }
+    };
     let mut events = sse_stream::SseStream::from_bytes_stream(body);
     while let Some(event) = events.next().await {
-        let event = event.map_err(|e| closed(upstream, &e))?;
+        let event = event.map_err(|e| {
+            if since_event.load(Ordering::Relaxed) > max_event_bytes {
+                too_large()
+            } else {
+                closed(upstream, &e)
+            }
+        })?;
+        since_event.store(0, Ordering::Relaxed);
         let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
             continue; // a priming event, or a comment
         };
-        if data.len() > MAX_RESPONSE_BYTES {
-            return Err(UpstreamError::Garbage {
-                upstream: upstream.to_owned(),
-            });
+        if data.len() > max_event_bytes {
+            return Err(too_large());
         }
         let message =
             super::call_answer::read(data.as_bytes()).map_err(|_| UpstreamError::Garbage {
@@ -368,6 +406,84 @@ mod tests {
                     assert!(e.to_string().contains(what), "{e}");
                 }
                 (got, _) => panic!("{version:?} {name:?}: {got:?}"),
+            }
+        }
+    }
+
+    /// An event stream as the upstream sends it: `chunks`, then nothing more, ever (the upstream
+    /// keeps the stream open).
+    fn kept_open(chunks: Vec<Bytes>) -> BoxStream<'static, io::Result<Bytes>> {
+        futures::stream::iter(chunks.into_iter().map(Ok))
+            .chain(futures::stream::pending())
+            .boxed()
+    }
+
+    #[tokio::test]
+    async fn no_event_of_an_answer_stream_may_pass_the_bound_though_the_whole_stream_may() {
+        const BOUND: usize = 64 * 1024;
+        let id = RequestId::Number(7);
+        let answer = Bytes::from_static(
+            b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[],\"isError\":false}}\n\n",
+        );
+        let progress = Bytes::from_static(
+            b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\
+              \"params\":{\"progressToken\":1,\"progress\":1}}\n\n",
+        );
+        let letters = Bytes::from(vec![b'a'; 8 * 1024]);
+        let data_line = Bytes::from(format!("data: {}\n", "a".repeat(8 * 1024)));
+        let padded_answer = |pad: usize| {
+            Bytes::from(format!(
+                "data: {{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{{\"content\":[],\
+                 \"isError\":false,\"_meta\":{{\"pad\":\"{}\"}}}}}}\n\n",
+                "a".repeat(pad)
+            ))
+        };
+        let four_bounds_of = |piece: &Bytes| vec![piece.clone(); 4 * BOUND / piece.len()];
+        let with = |mut first: Vec<Bytes>, rest: Vec<Bytes>| {
+            first.extend(rest);
+            first
+        };
+        // (what the upstream sends, whether its answer is read)
+        let cases = [
+            (
+                "a line that never ends",
+                with(
+                    vec![Bytes::from_static(b"data: ")],
+                    four_bounds_of(&letters),
+                ),
+                false,
+            ),
+            (
+                "an event whose data lines never end",
+                four_bounds_of(&data_line),
+                false,
+            ),
+            (
+                "progress past the bound in all, in small events, then the answer",
+                with(four_bounds_of(&progress), vec![answer.clone()]),
+                true,
+            ),
+            (
+                "the answer in one event just under the bound",
+                vec![padded_answer(BOUND - 200)],
+                true,
+            ),
+            (
+                "the answer in one event past the bound",
+                vec![padded_answer(BOUND)],
+                false,
+            ),
+        ];
+        for (what, chunks, answered) in cases {
+            let read = tokio::time::timeout(
+                Duration::from_secs(5),
+                answer_in_stream(kept_open(chunks), &id, "bank", BOUND),
+            )
+            .await;
+            match (read, answered) {
+                (Ok(Ok(ServerJsonRpcMessage::Response(r))), true) => assert_eq!(r.id, id, "{what}"),
+                (Ok(Err(UpstreamError::Garbage { .. })), false) => {}
+                (read, _) => panic!("{what}: {read:?}"),
             }
         }
     }
