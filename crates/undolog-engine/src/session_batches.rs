@@ -80,9 +80,9 @@ struct Queues {
 /// the call to its upstream, or answer their client, and the next batch, with what was already
 /// waiting, waits for all of them while the server has nothing to do (on the gateway's PostgreSQL
 /// row, 28% of the machine idle against 20% without the yield, and about 8% fewer calls per
-/// second; docs/PERFORMANCE.md). So yielding is on probation: over [`PROBE_YIELDS`] yields the leaders
-/// count the operations submitted from each batch's commit to the end of its yield, and keep
-/// yielding while those are at least half of the operations they answered; after
+/// second; docs/PERFORMANCE.md). So yielding is on probation: over [`PROBE_YIELDS`] yields the
+/// leaders count the operations submitted from each batch's commit to the end of its yield, and
+/// keep yielding while those are at least half of the operations they answered; after
 /// [`FAILED_PROBES`] probes in a row that found less, they take the next batch at once for
 /// [`SKIPPED_BATCHES`] batches, then probe again.
 #[derive(Debug, Default)]

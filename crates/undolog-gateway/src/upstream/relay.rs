@@ -5,10 +5,11 @@
 //! gateway's own request, mapped back to the client's token. Server-to-client requests (sampling,
 //! elicitation, roots) and log messages are tied to the upstream request whose stream carried
 //! them (Streamable HTTP: rmcp marks requests with their stream, [`super::stream_origin`] marks
-//! notifications), and go to that client request, on its own stream. One that cannot be tied to
-//! a request (a stdio upstream, a standalone stream) goes to the client only when every request
-//! in flight on that upstream is that one client's; otherwise it is refused and logged, never
-//! guessed. Resource updates go to the clients subscribed to the URI, and list changes to the
+//! notifications), and go to that client request, on its own stream; a request waits a moment
+//! for the call it names to be tied, as the upstream may ask before that. One that cannot be tied
+//! to a request (a stdio upstream, a standalone stream) goes to the client only when every
+//! request in flight on that upstream is that one client's; otherwise it is refused and logged,
+//! never guessed. Resource updates go to the clients subscribed to the URI, and list changes to the
 //! listen streams that asked for them.
 
 // Sampling, roots and logging are deprecated in 2026-07-28, but 2025-11-25 clients (most of them
@@ -84,7 +85,14 @@ pub(crate) struct Relay {
     subscribers: Mutex<BTreeMap<String, Vec<Subscriber>>>,
     /// The gateway's client listen streams (2026-07-28), which hear of every upstream change.
     pub(crate) listeners: Arc<Listeners>,
+    /// Told whenever a client request is tied to its upstream request ([`Ticket::bind`]).
+    bound: tokio::sync::Notify,
 }
+
+/// How long a request from an upstream waits for the client request it names to be tied to its
+/// upstream request. The upstream may ask (sampling, on the stream of the call that asks) before
+/// the task that sent the call has tied it: it has sent it, and not yet run again.
+const BIND_WAIT: Duration = Duration::from_secs(1);
 
 /// A client subscribed to a resource's updates.
 #[derive(Debug, Clone)]
@@ -145,6 +153,7 @@ impl Ticket {
             f.upstream_request = Some(upstream_request);
             f.upstream_token = Some(upstream_token);
         }
+        self.relay.bound.notify_waiters();
     }
 }
 
@@ -322,6 +331,27 @@ impl Relay {
         one_connection.then(|| newest.requester.clone())
     }
 
+    /// [`Relay::requester_of`] for a request from the upstream: one that names its upstream
+    /// request waits up to [`BIND_WAIT`] for that request to be tied to its client's, as the
+    /// upstream may ask before the gateway's task that sent it has run again.
+    async fn requester_for(&self, upstream_request: Option<&RequestId>) -> Option<Requester> {
+        let Some(id) = upstream_request else {
+            return self.requester_of(None);
+        };
+        let deadline = tokio::time::Instant::now() + BIND_WAIT;
+        loop {
+            let bound = self.bound.notified();
+            tokio::pin!(bound);
+            bound.as_mut().enable();
+            if let Some(requester) = self.requester_of(Some(id)) {
+                return Some(requester);
+            }
+            if tokio::time::timeout_at(deadline, bound).await.is_err() {
+                return None;
+            }
+        }
+    }
+
     fn progress_target(&self, token: &ProgressToken) -> Option<(Peer<RoleServer>, ProgressToken)> {
         let in_flight = self.lock();
         in_flight.values().find_map(|f| {
@@ -429,7 +459,8 @@ impl ClientHandler for UpstreamClient {
         const EVENT: &str = "sampling/createMessage";
         let requester = self
             .relay
-            .requester_of(origin_of(&context))
+            .requester_for(origin_of(&context))
+            .await
             .ok_or_else(|| unattributed(&self.upstream, "a sampling request"))?;
         let params = self
             .relay
@@ -452,7 +483,8 @@ impl ClientHandler for UpstreamClient {
         const EVENT: &str = "elicitation/create";
         let requester = self
             .relay
-            .requester_of(origin_of(&context))
+            .requester_for(origin_of(&context))
+            .await
             .ok_or_else(|| unattributed(&self.upstream, "an elicitation request"))?;
         let params = self
             .relay
@@ -471,7 +503,7 @@ impl ClientHandler for UpstreamClient {
     ) -> Result<ListRootsResult, ErrorData> {
         // Servers often ask at connect time, with no call in flight: no client's roots then,
         // and none when it cannot be told whose they would be.
-        let roots = match self.relay.requester_of(origin_of(&context)) {
+        let roots = match self.relay.requester_for(origin_of(&context)).await {
             Some(requester) => {
                 let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
                 let ClientResult::ListRootsResult(roots) = ask(&requester, request).await? else {
@@ -558,5 +590,46 @@ impl ClientHandler for UpstreamClient {
                 "an upstream log message could not be tied to one client request; dropped"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::NumberOrString;
+
+    use super::*;
+
+    fn requester(request: i64) -> Requester {
+        Requester {
+            peer: None,
+            protocol_version: None,
+            connection: Requester::next_connection(),
+            request: RequestId::Number(request),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_from_the_upstream_waits_a_moment_for_its_call_to_be_tied_and_no_longer() {
+        let relay = Arc::new(Relay::new(Arc::new(Listeners::default())));
+        let ticket = relay.register(requester(1), None);
+        let call = RequestId::Number(41);
+        // The task that sent the call ties it 50 ms after the upstream asked.
+        let tying = tokio::spawn({
+            let call = call.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                ticket.bind(call, ProgressToken(NumberOrString::Number(7)));
+                ticket
+            }
+        });
+        let found = relay.requester_for(Some(&call)).await;
+        assert_eq!(found.map(|r| r.request), Some(RequestId::Number(1)));
+
+        // A call nobody ties: refused once the wait is over, not before.
+        let started = tokio::time::Instant::now();
+        let found = relay.requester_for(Some(&RequestId::Number(99))).await;
+        assert!(found.is_none(), "{found:?}");
+        assert!(started.elapsed() >= BIND_WAIT, "{:?}", started.elapsed());
+        drop(tying.await);
     }
 }
