@@ -28,6 +28,8 @@ pub struct Engine {
 #[derive(Debug)]
 pub(crate) struct Inner {
     store: Arc<dyn Store>,
+    /// The thread most of `session_batches`' leaders run on (see `batch_runtime`).
+    pub(crate) batch_runtime: Option<crate::batch_runtime::BatchRuntime>,
     clock: Arc<dyn Clock>,
     config: EngineConfig,
     /// Woken after every committed change (here, or another process's), so waiters look again.
@@ -114,6 +116,9 @@ impl Engine {
             batches: (runtime && store.one_writer_at_a_time())
                 .then(|| crate::group_commit::start(inner.clone())),
             session_batches: (runtime && !store.one_writer_at_a_time()).then(Default::default),
+            batch_runtime: (runtime && !store.one_writer_at_a_time())
+                .then(|| crate::batch_runtime::BatchRuntime::start(&store))
+                .flatten(),
             remembered: runtime.then(|| Remembered::new(config.executor_id.clone())),
             store,
             clock,
@@ -181,13 +186,32 @@ impl Engine {
         &*self.inner.store
     }
 
+    /// A transaction; on the batch thread, on its connections (see `batch_runtime`), so that
+    /// none of the store's own is ever opened there.
     pub(crate) async fn begin(&self, org: &OrgId) -> Result<Box<dyn Tx>, Error> {
-        Ok(self.inner.store.begin(org).await?)
+        Ok(self.store_here().begin(org).await?)
     }
 
     /// A transaction whose commit does not wait for the disk (see `Store::begin_unsynced`).
     pub(crate) async fn begin_unsynced(&self, org: &OrgId) -> Result<Box<dyn Tx>, Error> {
-        Ok(self.inner.store.begin_unsynced(org).await?)
+        Ok(self.store_here().begin_unsynced(org).await?)
+    }
+
+    /// Runs `work` on a task of the runtime of the engine's callers, never on the batch thread.
+    pub(crate) fn spawn_among_callers(&self, work: impl Future<Output = ()> + Send + 'static) {
+        match &self.inner.batch_runtime {
+            Some(runtime) => drop(runtime.callers.spawn(work)),
+            None => drop(tokio::spawn(work)),
+        }
+    }
+
+    /// The store to begin a transaction on from the thread this runs on.
+    fn store_here(&self) -> &dyn Store {
+        self.inner
+            .batch_runtime
+            .as_ref()
+            .and_then(|runtime| runtime.store_here())
+            .unwrap_or(&*self.inner.store)
     }
 
     /// Decides what happens to a call: run it, replay it, hold it for a person, or refuse it. An

@@ -508,7 +508,7 @@ impl Engine {
         };
         let (engine, org) = (self.clone(), op.org().clone());
         // On a task: the update waits for a batch, and this one may be what it waits for.
-        tokio::spawn(async move {
+        self.spawn_among_callers(async move {
             let reason = "its caller stopped waiting before the call was sent";
             if let Err(e) = engine.not_sent(&org, effect, reason, None).await {
                 tracing::warn!(error = %e, %effect, "a call nobody will send stays pending until its lease ends");

@@ -10,6 +10,7 @@
 //! Invariant: the engine never speaks HTTP or MCP, and never writes SQL.
 
 mod approvals;
+mod batch_runtime;
 mod call;
 mod clock;
 mod config;

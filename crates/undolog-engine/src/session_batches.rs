@@ -27,7 +27,9 @@
 //! Between two batches the leader may let the callers it just answered run first
 //! ([`YieldJudge`]): that gathers the next operations of callers that make them at once, and only
 //! delays the next batch when callers do something else first (the gateway's go on to the
-//! upstream, or answer their client).
+//! upstream, or answer their client). A leader that will not yield runs on the engine's batch
+//! thread when it has one (`batch_runtime`), where it hears its COMMIT at once; one that will
+//! runs among its callers.
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -45,7 +47,7 @@ const MAX_BATCH: usize = 128;
 /// its own: one batch gathers while another waits for its COMMIT, and more batches at once are
 /// smaller ones, so more transactions for the same calls. Measured with 1, 2, 3, 4 and 8 at 32
 /// sessions (docs/PERFORMANCE.md): 2 was best.
-const BATCHES_IN_FLIGHT: usize = 2;
+pub(crate) const BATCHES_IN_FLIGHT: usize = 2;
 
 type Key = (OrgId, SessionId);
 
@@ -102,8 +104,10 @@ const PROBE_YIELDS: u32 = 4;
 /// The probes in a row that must find yielding does not pay before the leaders stop: one probe
 /// can miss by chance (a few batches of one operation each).
 const FAILED_PROBES: u32 = 2;
-/// The batches taken without yielding after that.
-const SKIPPED_BATCHES: u32 = 60;
+/// The batches taken without yielding after that (about half a second on the gateway's
+/// PostgreSQL row). Probes run among the callers, off the batch thread, and cost the most there:
+/// with 60, that row gave 3% fewer calls per second (docs/PERFORMANCE.md).
+const SKIPPED_BATCHES: u32 = 250;
 
 impl YieldJudge {
     /// Whether the leader that just answered its batch yields now.
@@ -138,6 +142,8 @@ impl YieldJudge {
 struct Batch {
     sessions: Vec<Key>,
     ops: Vec<Op>,
+    /// Whether its leader will yield once it is done (see [`YieldJudge`]).
+    yields: bool,
 }
 
 impl Queues {
@@ -147,6 +153,7 @@ impl Queues {
         let mut batch = Batch {
             sessions: Vec::new(),
             ops: Vec::new(),
+            yields: self.judge.skipping == 0,
         };
         while batch.ops.len() < MAX_BATCH {
             let Some(key) = self.ready.pop_front() else {
@@ -296,15 +303,23 @@ impl Drop for Release<'_> {
 }
 
 /// Carries out `batch`, and the batches after it, on a task of its own: the batch goes on if its
-/// callers stop waiting.
+/// callers stop waiting. On the engine's batch thread when there is one and its leader will not
+/// yield (see [`crate::batch_runtime`]), else on the runtime of the callers.
 fn lead(engine: &Engine, batch: Batch) {
-    let engine = engine.clone();
-    tokio::spawn(async move { engine.lead_batches(batch).await });
+    let own = engine.leads_on_own_thread(&batch);
+    let leader = engine.clone();
+    let work = async move { leader.lead_batches(batch, own).await };
+    match &engine.inner().batch_runtime {
+        Some(runtime) if own => drop(runtime.own.spawn(work)),
+        _ => engine.spawn_among_callers(work),
+    }
 }
 
 impl Engine {
-    /// Carries out `batch`, then the next ready sessions' operations, until none is ready.
-    async fn lead_batches(&self, mut batch: Batch) {
+    /// Carries out `batch`, then the next ready sessions' operations, until none is ready; `own`
+    /// when on the batch thread, where a batch whose leader will yield does not go on (its
+    /// callers are elsewhere).
+    async fn lead_batches(&self, mut batch: Batch, own: bool) {
         let Some(batches) = &self.inner().session_batches else {
             return;
         };
@@ -323,10 +338,18 @@ impl Engine {
             batches.maybe_yield(answered, answering_from).await;
             let sessions = release.sessions.take().unwrap_or_default();
             match batches.next(sessions) {
-                Some(next) => batch = next,
+                Some(next) if self.leads_on_own_thread(&next) == own => batch = next,
+                Some(next) => {
+                    lead(self, next);
+                    break;
+                }
                 None => break,
             }
         }
+    }
+
+    fn leads_on_own_thread(&self, batch: &Batch) -> bool {
+        self.inner().batch_runtime.is_some() && !batch.yields
     }
 }
 
@@ -350,12 +373,15 @@ mod tests {
 
     #[test]
     fn a_leader_yields_while_its_callers_come_back_at_once_and_seldom_otherwise() {
-        let every: Vec<u32> = (0..80).collect();
-        let probes: Vec<u32> = (0..8).chain(68..76).collect();
-        let probes_then_every: Vec<u32> = (0..8).chain(68..80).collect();
+        // Two failing probes of four yields, the batches skipped, two probes again, and a few more.
+        const BATCHES: u32 = SKIPPED_BATCHES + 20;
+        let skipped = 8..8 + SKIPPED_BATCHES;
+        let every: Vec<u32> = (0..BATCHES).collect();
+        let probes: Vec<u32> = (0..8).chain(skipped.end..skipped.end + 8).collect();
+        let probes_then_every: Vec<u32> = (0..8).chain(skipped.end..BATCHES).collect();
         type Arrived = fn(u32) -> u64;
         // (what the callers do, operations a batch answers, what arrives during batch i's yield,
-        // the batches of 80 that yield)
+        // the batches of BATCHES that yield)
         let cases: [(&str, usize, Arrived, &[u32]); 6] = [
             ("all come back at once", 10, |_| 10, &every),
             ("half of them do", 10, |_| 5, &every),
@@ -375,7 +401,7 @@ mod tests {
             ),
         ];
         for (what, answered, arrived, expected) in cases {
-            assert_eq!(yields_over(80, answered, arrived), expected, "{what}");
+            assert_eq!(yields_over(BATCHES, answered, arrived), expected, "{what}");
         }
     }
 }

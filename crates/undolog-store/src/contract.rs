@@ -33,6 +33,14 @@ pub trait Store: Send + Sync + Debug {
         false
     }
 
+    /// The same store on a pool of its own of at most `connections` connections, each opened by
+    /// the runtime that first needs it, so that its replies wake that runtime (an engine's thread
+    /// for its batches); `None` when the backend has no connections to open (SQLite).
+    fn on_own_connections(&self, connections: u32) -> Option<Arc<dyn Store>> {
+        let _ = connections;
+        None
+    }
+
     /// Hints between processes that share this store; `None` when one process owns it.
     fn notifications(&self) -> Option<Arc<dyn Notifications>> {
         None

@@ -266,3 +266,79 @@ fn inserting_transactions(db: &ScratchDatabase) -> (usize, usize) {
     let (rows, transactions) = counts.split_once('|').expect("two counts");
     (rows.parse().unwrap(), transactions.parse().unwrap())
 }
+
+/// The leaders of batches whose callers do something else between their calls (a gateway's
+/// send each call upstream) run on the engine's batch thread once the leaders have seen that
+/// yielding to those callers does not pay; the first batches, which find it out, run among the
+/// callers. The thread ends with its engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_whose_callers_go_elsewhere_run_on_the_engines_thread_which_ends_with_it() {
+    const CALLERS: usize = 8;
+    const CALLS: usize = 30;
+    let db = ScratchDatabase::new("undolog_test_engine");
+    let engine = postgres_engine(&db).await;
+    // (thread name, thread id in /proc) of each batch, in the order they ran.
+    let ran_on = Arc::new(std::sync::Mutex::new(Vec::<(String, String)>::new()));
+    let observed = ran_on.clone();
+    engine.observe_batches(Arc::new(move |_| {
+        let name = std::thread::current().name().unwrap_or("").to_string();
+        let tid = std::fs::read_link("/proc/thread-self").unwrap();
+        let tid = tid.file_name().unwrap().to_string_lossy().into_owned();
+        observed.lock().unwrap().push((name, tid));
+    }));
+    let callers = (0..CALLERS).map(|caller| {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            for call in 0..CALLS {
+                let amount = (caller * CALLS + call) as i64;
+                let id = must_execute(&engine, transfer("s1", amount)).await;
+                // The upstream's time.
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                engine
+                    .commit(&org(), id, json!({"ok": true}))
+                    .await
+                    .unwrap();
+            }
+        })
+    });
+    for caller in callers.collect::<Vec<_>>() {
+        caller.await.unwrap();
+    }
+    let effects = engine
+        .session_effects(&org(), &session("s1"))
+        .await
+        .unwrap();
+    assert_eq!(effects.len(), CALLERS * CALLS);
+    assert!(effects.iter().all(|e| e.state == EffectState::Committed));
+
+    let ran_on = std::mem::take(&mut *ran_on.lock().unwrap());
+    let on_thread: Vec<&String> = ran_on
+        .iter()
+        .filter(|(name, _)| name == "undolog-batches")
+        .map(|(_, tid)| tid)
+        .collect();
+    let counts = format!(
+        "{} of {} batches on the thread",
+        on_thread.len(),
+        ran_on.len()
+    );
+    let (first, last) = (&ran_on[0].0, &ran_on[ran_on.len() - 1].0);
+    assert_ne!(
+        first, "undolog-batches",
+        "the first batches run among their callers"
+    );
+    assert_eq!(last, "undolog-batches", "the last batch; {counts}");
+    assert!(on_thread.len() * 2 > ran_on.len(), "{counts}");
+    let thread = format!("/proc/self/task/{}", on_thread[0]);
+    assert!(std::path::Path::new(&thread).exists());
+
+    drop(engine);
+    let ended = async {
+        while std::path::Path::new(&thread).exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(5), ended)
+        .await
+        .expect("the batch thread ends with its engine");
+}

@@ -78,10 +78,44 @@ impl std::fmt::Debug for PostgresOptions {
 }
 
 /// The shared effect log.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PostgresStore {
     pool: PgPool,
     notifications: Arc<notify::PgNotifications>,
+    /// How the pool was made, for [`Store::on_own_connections`].
+    connect: PgConnectOptions,
+    options: PostgresOptions,
+}
+
+/// Its options, whose URL hides any password; the connect options would show it.
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("pool", &self.pool)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The pool every [`PostgresStore`] makes from `options`.
+fn pool_options(options: &PostgresOptions) -> PgPoolOptions {
+    PgPoolOptions::new()
+        // A ping before every use would cost a round trip per transaction; a connection idle
+        // for a while (the server may have restarted since) is still checked.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= IDLE_BEFORE_PING {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+        .max_connections(options.max_connections)
+        .min_connections(options.min_connections)
+        .acquire_timeout(options.acquire_timeout)
+        .idle_timeout(options.idle_timeout)
+        .max_lifetime(options.max_lifetime)
 }
 
 /// A pooled connection idle this long is pinged before its next transaction.
@@ -143,29 +177,15 @@ impl PostgresStore {
         migrate::check_app_role(&mut conn, &shown).await?;
         sqlx::Connection::close(conn).await?;
 
-        let pool = PgPoolOptions::new()
-            // A ping before every use would cost a round trip per transaction; a connection idle
-            // for a while (the server may have restarted since) is still checked.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for >= IDLE_BEFORE_PING {
-                        sqlx::Connection::ping(conn).await?;
-                    }
-                    Ok(true)
-                })
-            })
-            .max_connections(options.max_connections)
-            .min_connections(options.min_connections)
-            .acquire_timeout(options.acquire_timeout)
-            .idle_timeout(options.idle_timeout)
-            .max_lifetime(options.max_lifetime)
-            .connect_with(connect)
+        let pool = pool_options(&options)
+            .connect_with(connect.clone())
             .await
             .map_err(|e| unreachable(e.to_string()))?;
         Ok(PostgresStore {
             notifications: Arc::new(notify::PgNotifications::new(pool.clone())),
             pool,
+            connect,
+            options,
         })
     }
 
@@ -219,6 +239,20 @@ impl Store for PostgresStore {
 
     fn backend(&self) -> &'static str {
         "postgres"
+    }
+
+    fn on_own_connections(&self, connections: u32) -> Option<Arc<dyn Store>> {
+        // Opened lazily: the first transaction of the runtime that uses the pool opens them there.
+        let pool = pool_options(&self.options)
+            .max_connections(connections)
+            .min_connections(0)
+            .connect_lazy_with(self.connect.clone());
+        Some(Arc::new(PostgresStore {
+            notifications: Arc::new(notify::PgNotifications::new(pool.clone())),
+            pool,
+            connect: self.connect.clone(),
+            options: self.options.clone(),
+        }))
     }
 
     fn notifications(&self) -> Option<Arc<dyn Notifications>> {
