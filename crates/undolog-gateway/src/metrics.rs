@@ -27,7 +27,9 @@ use prometheus_client::{
 use undolog_engine::{Event, StepOutcome};
 use undolog_interceptors::ChainExecutionResult;
 
-use crate::{Error, calls::Outcome};
+use rmcp::model::ServerResult;
+
+use crate::{Error, calls::Outcome, upstream::UpstreamError};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -245,15 +247,31 @@ pub(crate) enum UpstreamOutcome {
     Refused,
     /// No answer: not reached, timed out, or the connection broke.
     Unavailable,
+    /// No answer awaited: the client cancelled the call (or went away) while it was upstream.
+    Cancelled,
 }
 
 impl UpstreamOutcome {
-    const ALL: [UpstreamOutcome; 4] = [
+    const ALL: [UpstreamOutcome; 5] = [
         UpstreamOutcome::Answered,
         UpstreamOutcome::ToolError,
         UpstreamOutcome::Refused,
         UpstreamOutcome::Unavailable,
+        UpstreamOutcome::Cancelled,
     ];
+
+    /// How `answer`, an upstream's answer to a tool call, counts.
+    pub(crate) fn of(answer: &Result<ServerResult, UpstreamError>) -> UpstreamOutcome {
+        match answer {
+            Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => {
+                UpstreamOutcome::ToolError
+            }
+            Ok(_) => UpstreamOutcome::Answered,
+            Err(UpstreamError::Refused { .. }) => UpstreamOutcome::Refused,
+            Err(UpstreamError::Cancelled) => UpstreamOutcome::Cancelled,
+            Err(_) => UpstreamOutcome::Unavailable,
+        }
+    }
 
     /// The metric label, and the span's `error.type` when it failed.
     pub(crate) fn as_str(self) -> &'static str {
@@ -262,6 +280,7 @@ impl UpstreamOutcome {
             UpstreamOutcome::ToolError => "tool_error",
             UpstreamOutcome::Refused => "upstream_error",
             UpstreamOutcome::Unavailable => "upstream_unavailable",
+            UpstreamOutcome::Cancelled => "cancelled",
         }
     }
 }
@@ -499,4 +518,76 @@ async fn render(State(gateway): State<Arc<crate::Gateway>>) -> Response {
         gateway.metrics.render(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rmcp::model::{CallToolResult, ContentBlock, ErrorData, ServerResult};
+
+    use super::UpstreamOutcome;
+    use crate::upstream::UpstreamError;
+
+    #[test]
+    fn an_upstreams_answer_counts_by_how_it_ended() {
+        let bank = || "bank".to_owned();
+        let text = || vec![ContentBlock::text("done")];
+        let cases: [(&str, Result<ServerResult, UpstreamError>, &str); 8] = [
+            (
+                "a result",
+                Ok(ServerResult::CallToolResult(
+                    CallToolResult::success(text()),
+                )),
+                "answered",
+            ),
+            (
+                "a result with isError",
+                Ok(ServerResult::CallToolResult(CallToolResult::error(text()))),
+                "tool_error",
+            ),
+            (
+                "a JSON-RPC error",
+                Err(UpstreamError::Refused {
+                    upstream: bank(),
+                    error: ErrorData::invalid_params("no such account", None),
+                }),
+                "upstream_error",
+            ),
+            (
+                "not reached",
+                Err(UpstreamError::Unavailable {
+                    upstream: bank(),
+                    reason: "connection refused".into(),
+                }),
+                "upstream_unavailable",
+            ),
+            (
+                "no answer in time",
+                Err(UpstreamError::TimedOut {
+                    upstream: bank(),
+                    after: Duration::from_secs(30),
+                }),
+                "upstream_unavailable",
+            ),
+            (
+                "the connection closed",
+                Err(UpstreamError::Closed { upstream: bank() }),
+                "upstream_unavailable",
+            ),
+            (
+                "an unreadable answer",
+                Err(UpstreamError::Garbage { upstream: bank() }),
+                "upstream_unavailable",
+            ),
+            (
+                "cancelled by its client",
+                Err(UpstreamError::Cancelled),
+                "cancelled",
+            ),
+        ];
+        for (what, answer, label) in cases {
+            assert_eq!(UpstreamOutcome::of(&answer).as_str(), label, "{what}");
+        }
+    }
 }

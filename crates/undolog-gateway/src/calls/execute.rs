@@ -83,14 +83,7 @@ impl Gateway {
             tracing::info!(%effect_id, error = %e, "answer lost; the idempotent call is sent once more");
             answer = send().await;
         }
-        let answered = match &answer {
-            Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => {
-                UpstreamOutcome::ToolError
-            }
-            Ok(_) => UpstreamOutcome::Answered,
-            Err(UpstreamError::Refused { .. }) => UpstreamOutcome::Refused,
-            Err(_) => UpstreamOutcome::Unavailable,
-        };
+        let answered = UpstreamOutcome::of(&answer);
         self.metrics.upstream(upstream, answered, sent_at.elapsed());
         if let Some(cx) = traced {
             let failure = (answered != UpstreamOutcome::Answered).then(|| answered.as_str());
