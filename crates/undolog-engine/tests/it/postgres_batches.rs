@@ -273,8 +273,7 @@ fn inserting_transactions(db: &ScratchDatabase) -> (usize, usize) {
 /// callers. The thread ends with its engine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_whose_callers_go_elsewhere_run_on_the_engines_thread_which_ends_with_it() {
-    const CALLERS: usize = 8;
-    const CALLS: usize = 30;
+    const CALLS: usize = 40;
     let db = ScratchDatabase::new("undolog_test_engine");
     let engine = postgres_engine(&db).await;
     // (thread name, thread id in /proc) of each batch, in the order they ran.
@@ -286,29 +285,24 @@ async fn batches_whose_callers_go_elsewhere_run_on_the_engines_thread_which_ends
         let tid = tid.file_name().unwrap().to_string_lossy().into_owned();
         observed.lock().unwrap().push((name, tid));
     }));
-    let callers = (0..CALLERS).map(|caller| {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            for call in 0..CALLS {
-                let amount = (caller * CALLS + call) as i64;
-                let id = must_execute(&engine, transfer("s1", amount)).await;
-                // The upstream's time.
-                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-                engine
-                    .commit(&org(), id, json!({"ok": true}))
-                    .await
-                    .unwrap();
-            }
-        })
-    });
-    for caller in callers.collect::<Vec<_>>() {
-        caller.await.unwrap();
+    // One caller, each of whose operations follows a pause after its last answer (the
+    // upstream's time, then its client's): nothing it submits can join the batch that answered
+    // it while that batch's leader yields, however slow the machine.
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(1));
+    for amount in 0..CALLS as i64 {
+        let id = must_execute(&engine, transfer("s1", amount)).await;
+        pause().await;
+        engine
+            .commit(&org(), id, json!({"ok": true}))
+            .await
+            .unwrap();
+        pause().await;
     }
     let effects = engine
         .session_effects(&org(), &session("s1"))
         .await
         .unwrap();
-    assert_eq!(effects.len(), CALLERS * CALLS);
+    assert_eq!(effects.len(), CALLS);
     assert!(effects.iter().all(|e| e.state == EffectState::Committed));
 
     let ran_on = std::mem::take(&mut *ran_on.lock().unwrap());
