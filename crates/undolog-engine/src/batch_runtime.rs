@@ -6,8 +6,8 @@
 //! every moment between a batch's COMMIT and the next batch reaching the server is lost to all of
 //! them. On the callers' runtime a leader heard its COMMIT late: a busy worker of a multi-threaded
 //! tokio runtime looks for I/O only every 61 tasks it runs (`event_interval`). Here a connection's
-//! reply wakes a thread that does nothing else: on the gateway's PostgreSQL row, 8–12% more calls
-//! per second, the machine's idle time 18–20% → 15–17% (docs/PERFORMANCE.md).
+//! reply wakes a thread that does nothing else: on the gateway's PostgreSQL row, 3–12% more calls
+//! per second in alternating runs, the machine's idle time 18–22% → 15–19% (docs/PERFORMANCE.md).
 //!
 //! A leader that yields to its callers between batches (`YieldJudge`: callers that come back at
 //! once, as in a program that drives the engine in a loop) runs on the callers' runtime instead,
