@@ -19,6 +19,8 @@ use std::sync::Arc;
 use tokio::{runtime::Handle, sync::oneshot};
 use undolog_store::Store;
 
+use crate::Engine;
+
 /// Connections of the batch thread's pool: one per batch under way.
 const CONNECTIONS: u32 = crate::session_batches::BATCHES_IN_FLIGHT as u32;
 
@@ -88,5 +90,25 @@ impl BatchRuntime {
     pub(crate) fn store_here(&self) -> Option<&dyn Store> {
         let here = Handle::try_current().ok()?;
         (here.id() == self.own.id()).then_some(&*self.store)
+    }
+}
+
+impl Engine {
+    /// Runs `work` on a task of the runtime of the engine's callers, never on the batch thread.
+    pub(crate) fn spawn_among_callers(&self, work: impl Future<Output = ()> + Send + 'static) {
+        match &self.inner().batch_runtime {
+            Some(runtime) => drop(runtime.callers.spawn(work)),
+            None => drop(tokio::spawn(work)),
+        }
+    }
+
+    /// The store to begin a transaction on from the thread this runs on: on the batch thread,
+    /// its connections, so that none of the store's own is ever opened there.
+    pub(crate) fn store_here(&self) -> &dyn Store {
+        self.inner()
+            .batch_runtime
+            .as_ref()
+            .and_then(|runtime| runtime.store_here())
+            .unwrap_or(self.store())
     }
 }

@@ -197,23 +197,6 @@ impl Engine {
         Ok(self.store_here().begin_unsynced(org).await?)
     }
 
-    /// Runs `work` on a task of the runtime of the engine's callers, never on the batch thread.
-    pub(crate) fn spawn_among_callers(&self, work: impl Future<Output = ()> + Send + 'static) {
-        match &self.inner.batch_runtime {
-            Some(runtime) => drop(runtime.callers.spawn(work)),
-            None => drop(tokio::spawn(work)),
-        }
-    }
-
-    /// The store to begin a transaction on from the thread this runs on.
-    fn store_here(&self) -> &dyn Store {
-        self.inner
-            .batch_runtime
-            .as_ref()
-            .and_then(|runtime| runtime.store_here())
-            .unwrap_or(&*self.inner.store)
-    }
-
     /// Decides what happens to a call: run it, replay it, hold it for a person, or refuse it. An
     /// identical call in flight is waited for (up to `wait_timeout`) and then replayed.
     pub async fn intercept(&self, call: Call) -> Result<Intercept, Error> {
