@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # One build of the gateway under load, with where the CPU went: calls/s, p50, and CPU per call of
-# the gateway, the demo bank and PostgreSQL's processes (/proc/PID/stat), the machine's idle share
-# and, on PostgreSQL, the COMMITs per call (pg_stat_database).
+# the gateway, the demo bank, `undolog engine` (split only) and PostgreSQL's processes
+# (/proc/PID/stat), the machine's idle share and, on PostgreSQL, the COMMITs per call
+# (pg_stat_database).
 #
-#   bench/cpu_per_call.sh BIN [TOOL] [SECONDS] [CONNECTIONS] [sqlite|postgres]
+#   bench/cpu_per_call.sh BIN [TOOL] [SECONDS] [CONNECTIONS] [sqlite|postgres|split]
 #                                         (defaults: transfer, 6 s, 32 connections, postgres)
+#
+# split is bench/gateway.sh's split row: a gateway with no store in front of `undolog engine` on
+# SQLite over gRPC. PERF=DIR records each of its processes with `perf record -g` into DIR.
 #
 # Each run starts from nothing: a fresh database, the bank, the gateway, and WARMUP seconds (2) of
 # warm-up. Runs of two builds one after the other, several times over, compare them in the same
@@ -25,12 +29,14 @@ command -v wrk >/dev/null || { echo "installing wrk" >&2; apt-get install -y -qq
 
 case $store in
   postgres) made_db=$db; psql "$pg_url/postgres" -qc "CREATE DATABASE $db" >/dev/null; url="$pg_url/$db" ;;
-  sqlite) url="sqlite://$work/log.db" ;;
-  *) echo "store is sqlite or postgres, not $store" >&2; exit 2 ;;
+  sqlite | split) url="sqlite://$work/log.db" ;;
+  *) echo "store is sqlite, postgres or split, not $store" >&2; exit 2 ;;
 esac
+engine=""
+[ "$store" = split ] && url="split:$url"
 start_bank_and_gateway "$bin" "$url" "$work"
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi; }
 postgres_ticks() {
   local sum=0 p
   for p in $(pgrep -x postgres); do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
@@ -43,18 +49,27 @@ commits() {
 }
 
 wrk -t2 -c"$conns" -d"${WARMUP:-2}s" -s bench/gateway/call.lua "$target" -- "$tool" new >/dev/null
-before="$(ticks $gateway) $(ticks $bank) $(postgres_ticks) $(idle) $(commits)"
+recorders=()
+if [ -n "${PERF:-}" ]; then
+  mkdir -p "$PERF"
+  for name in gateway engine; do
+    [ -n "${!name}" ] || continue
+    perf record ${PERF_CALLGRAPH:--g} -p "${!name}" -o "$PERF/$name.data" -- sleep "$secs" >/dev/null 2>&1 & recorders+=($!)
+  done
+fi
+before="$(ticks "$gateway") $(ticks "$bank") $(ticks "$engine") $(postgres_ticks) $(idle) $(commits)"
 line=$(wrk -t2 -c"$conns" -d"${secs}s" -s bench/gateway/call.lua "$target" -- "$tool" new | tail -1)
-after="$(ticks $gateway) $(ticks $bank) $(postgres_ticks) $(idle) $(commits)"
+after="$(ticks "$gateway") $(ticks "$bank") $(ticks "$engine") $(postgres_ticks) $(idle) $(commits)"
+for r in "${recorders[@]}"; do wait "$r"; done
 python3 - "$line" "$before" "$after" "$tool" "$store" "$conns" "$secs" "$(nproc)" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1])
 before, after = ([int(x) for x in a.split()] for a in sys.argv[2:4])
-gw, bank, pg, idle, commits = (b - a for a, b in zip(before, after))
+gw, bank, engine, pg, idle, commits = (b - a for a, b in zip(before, after))
 n, secs, cores = max(r["requests"], 1), int(sys.argv[7]), int(sys.argv[8])
 us = lambda ticks: ticks * 1e4 / n  # clock ticks are 10 ms
 print(f"{sys.argv[4]} {sys.argv[5]} {sys.argv[6]} conn: {r['calls_per_sec']:,.0f} calls/s, "
       f"p50 {r['p50_ms']:.2f} ms | CPU per call: gateway {us(gw):.0f} µs, bank {us(bank):.0f} µs, "
-      f"postgres {us(pg):.0f} µs | idle {idle / (cores * secs):.0f}% | COMMITs per call "
+      f"engine {us(engine):.0f} µs, postgres {us(pg):.0f} µs | idle {idle / (cores * secs):.0f}% | COMMITs per call "
       f"{commits / n:.2f} | errors {r['errors']}")
 PY

@@ -37,15 +37,24 @@ end_run() {
 
 # start_bank_and_gateway BIN STORE_URL WORK: the demo bank, and a gateway on STORE_URL in front of
 # it (its configuration and log in WORK); their pids join the caller's `pids`, and `bank`,
-# `gateway` (pids) and `target` (the gateway's /mcp URL) are set.
+# `gateway` (pids) and `target` (the gateway's /mcp URL) are set. A STORE_URL of split:STORE
+# starts `undolog engine` on STORE (its log in WORK, its pid `engine`) and a gateway with no store
+# in front of it over gRPC, as bench/gateway.sh's split row.
 start_bank_and_gateway() {
-  local bin=$1 store=$2 work=$3 bank_port gateway_port
+  local bin=$1 store=$2 work=$3 bank_port gateway_port engine_port flag=--store
   bank_port=$(port)
   "$bin" demo-bank --listen "127.0.0.1:$bank_port" >/dev/null 2>&1 & pids+=($!); bank=$!
   wait_port "$bank_port"
   bank_config "$work/gateway.toml" "$bank_port"
+  if [[ $store == split:* ]]; then
+    engine_port=$(port)
+    "$bin" engine --config "$work/gateway.toml" --listen "127.0.0.1:$engine_port" \
+      --store "${store#split:}" >"$work/engine.log" 2>&1 & pids+=($!); engine=$!
+    wait_port "$engine_port"
+    flag=--engine; store="grpc://127.0.0.1:$engine_port"
+  fi
   gateway_port=$(port)
-  "$bin" serve --config "$work/gateway.toml" --listen "127.0.0.1:$gateway_port" --store "$store" \
+  "$bin" serve --config "$work/gateway.toml" --listen "127.0.0.1:$gateway_port" "$flag" "$store" \
     >"$work/gateway.log" 2>&1 & pids+=($!); gateway=$!
   wait_port "$gateway_port"
   target="http://127.0.0.1:$gateway_port/mcp"

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tonic::{
     Request, Status,
-    metadata::{AsciiMetadataValue, MetadataKey},
+    metadata::{AsciiMetadataValue, MetadataKey, MetadataMap},
     transport::{Channel, Endpoint},
 };
 use undolog_engine::{
@@ -26,8 +26,12 @@ use undolog_types::{
 
 pub(crate) use super::presented::{Presented, carried, presenting};
 use super::{
+    call_stream::CallStream,
+    calls::with,
     presented::current,
-    proto::{self, effect_engine_client::EffectEngineClient},
+    proto::{
+        self, answer::Reply, effect_engine_client::EffectEngineClient, operation::Request as Asked,
+    },
     refusal::refused,
 };
 use crate::{Credential, Error, Principal};
@@ -36,12 +40,13 @@ use crate::{Credential, Error, Principal};
 #[derive(Debug, Clone)]
 pub(crate) struct RemoteEngine {
     url: String,
-    client: EffectEngineClient<Channel>,
     /// This gateway's side of the engine's settings (leases, waits, limits).
     config: std::sync::Arc<EngineConfig>,
     /// The principals' runs the engine named last: asked on every call, the engine would cost
     /// each call a round trip more.
     runs: std::sync::Arc<RunCache>,
+    /// The engine's client, and Intercept, Commit, Fail and RecordRead on one stream.
+    calls: std::sync::Arc<CallStream>,
 }
 
 impl RemoteEngine {
@@ -54,12 +59,17 @@ impl RemoteEngine {
             // Longer than the longest wait the engine holds a request for (WaitForDecision).
             .timeout(Duration::from_secs(90))
             .http2_keep_alive_interval(Duration::from_secs(20));
+        let client = EffectEngineClient::new(endpoint.connect_lazy());
         Ok(RemoteEngine {
             url: url.to_owned(),
-            client: EffectEngineClient::new(endpoint.connect_lazy()),
+            calls: std::sync::Arc::new(CallStream::new(client)),
             config: std::sync::Arc::new(config),
             runs: Default::default(),
         })
+    }
+
+    fn client(&self) -> EffectEngineClient<Channel> {
+        self.calls.client().clone()
     }
 
     pub(crate) fn url(&self) -> &str {
@@ -72,8 +82,12 @@ impl RemoteEngine {
 
     /// `message`, with the credentials of the client being served and the trace it is part of.
     fn request<T>(message: T) -> Request<T> {
-        let mut request = Request::new(message);
-        let metadata = request.metadata_mut();
+        with(Self::metadata(), message)
+    }
+
+    /// The credentials of the client being served and the trace it is part of.
+    fn metadata() -> MetadataMap {
+        let mut metadata = MetadataMap::new();
         if let Some(value) = current().header() {
             metadata.insert("authorization", value.clone());
         }
@@ -83,7 +97,17 @@ impl RemoteEngine {
                 metadata.insert(key, value);
             }
         }
-        request
+        metadata
+    }
+
+    /// One of the operations every call makes, on the stream they share.
+    async fn ask(&self, request: Asked) -> Result<Reply, Error> {
+        let reply = self.calls.ask(request, Self::metadata()).await;
+        reply.map_err(|s| self.refused(&s))
+    }
+
+    fn unexpected(&self, asked: &str) -> Error {
+        self.garbled(format!("an answer to {asked} that is not one"))
     }
 
     fn refused(&self, status: &Status) -> Error {
@@ -92,7 +116,7 @@ impl RemoteEngine {
 
     /// Whether the engine can take calls, and why not (for `/healthz`).
     pub(crate) async fn health(&self) -> Result<proto::HealthReply, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let reply = client.health(proto::HealthRequest {}).await;
         Ok(reply.map_err(|s| self.refused(&s))?.into_inner())
     }
@@ -105,7 +129,7 @@ impl RemoteEngine {
                 .metadata_mut()
                 .insert("authorization", value.clone());
         }
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let reply = client.authenticate(request).await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
         let org = self.parsed("org", &reply.org)?;
@@ -142,9 +166,10 @@ impl RemoteEngine {
 
     pub(crate) async fn intercept(&self, call: Call) -> Result<Intercept, Error> {
         use proto::intercept_reply::Decision;
-        let mut client = self.client.clone();
-        let reply = client.intercept(Self::request(call_request(&call))).await;
-        let decision = reply.map_err(|s| self.refused(&s))?.into_inner().decision;
+        let Reply::Intercept(reply) = self.ask(Asked::Intercept(call_request(&call))).await? else {
+            return Err(self.unexpected("Intercept"));
+        };
+        let decision = reply.decision;
         let id = |text: &str| self.parsed::<EffectId>("effect_id", text);
         Ok(match decision {
             Some(Decision::Execute(execute)) => Intercept::Execute {
@@ -186,7 +211,7 @@ impl RemoteEngine {
             reason,
             verdicts_json: verdicts.map(|v| v.to_string()),
         };
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let reply = client.reject(Self::request(request)).await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
         (reply.effect_id.as_deref())
@@ -219,9 +244,9 @@ impl RemoteEngine {
             outcome: Some(outcome),
             verdicts_json: verdicts.map(|v| v.to_string()),
         };
-        let mut client = self.client.clone();
-        let reply = client.record_read(Self::request(request)).await;
-        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
+        let Reply::RecordRead(reply) = self.ask(Asked::RecordRead(request)).await? else {
+            return Err(self.unexpected("RecordRead"));
+        };
         (reply.rejection_json.as_deref())
             .map(|text| self.json("rejection_json", text))
             .transpose()
@@ -239,10 +264,10 @@ impl RemoteEngine {
             verdicts_json: verdicts.map(|v| v.to_string()),
             without_effect: true,
         };
-        let mut client = self.client.clone();
-        let reply = client.commit(Self::request(request)).await;
-        reply.map_err(|s| self.refused(&s))?;
-        Ok(())
+        match self.ask(Asked::Commit(request)).await? {
+            Reply::Effect(_) => Ok(()),
+            _ => Err(self.unexpected("Commit")),
+        }
     }
 
     pub(crate) async fn fail_with(
@@ -259,10 +284,10 @@ impl RemoteEngine {
             verdicts_json: verdicts.map(|v| v.to_string()),
             without_effect: true,
         };
-        let mut client = self.client.clone();
-        let reply = client.fail(Self::request(request)).await;
-        reply.map_err(|s| self.refused(&s))?;
-        Ok(())
+        match self.ask(Asked::Fail(request)).await? {
+            Reply::Effect(_) => Ok(()),
+            _ => Err(self.unexpected("Fail")),
+        }
     }
 
     /// NotSent, Doubt or AwaitInput: a note on a pending effect.
@@ -278,7 +303,7 @@ impl RemoteEngine {
             note_json: note.to_string(),
             verdicts_json: verdicts.map(|v| v.to_string()),
         });
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let reply = match kind {
             Note::NotSent => client.not_sent(request).await,
             Note::Doubt => client.doubt(request).await,
@@ -289,7 +314,7 @@ impl RemoteEngine {
     }
 
     pub(crate) async fn renew_lease(&self, effect: EffectId) -> Result<Timestamp, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::EffectRequest {
             effect_id: effect.to_string(),
         };
@@ -309,7 +334,7 @@ impl RemoteEngine {
     }
 
     pub(crate) async fn effect(&self, id: EffectId) -> Result<Effect, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::EffectRequest {
             effect_id: id.to_string(),
         };
@@ -338,7 +363,7 @@ impl RemoteEngine {
     }
 
     pub(crate) async fn approval(&self, id: ApprovalId) -> Result<Approval, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::ApprovalRequest {
             approval_id: id.to_string(),
         };
@@ -351,7 +376,7 @@ impl RemoteEngine {
         state: Option<ApprovalState>,
     ) -> Result<Vec<Approval>, Error> {
         let state = state.map(|s| s.to_string());
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::ListApprovalsRequest { state };
         let reply = client.list_approvals(Self::request(request)).await;
         let list = reply.map_err(|s| self.refused(&s))?.into_inner();
@@ -368,7 +393,7 @@ impl RemoteEngine {
         reason: Option<String>,
         via: &str,
     ) -> Result<Approval, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = Self::request(proto::DecideRequest {
             approval_id: id.to_string(),
             reason,
@@ -384,7 +409,7 @@ impl RemoteEngine {
     }
 
     pub(crate) async fn withdraw(&self, id: ApprovalId) -> Result<Approval, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::ApprovalRequest {
             approval_id: id.to_string(),
         };
@@ -397,7 +422,7 @@ impl RemoteEngine {
         id: ApprovalId,
         timeout: Duration,
     ) -> Result<Approval, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::WaitRequest {
             approval_id: id.to_string(),
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
@@ -407,7 +432,7 @@ impl RemoteEngine {
     }
 
     pub(crate) async fn in_doubt(&self) -> Result<Vec<Effect>, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let reply = client
             .list_in_doubt(Self::request(proto::ListInDoubtRequest {}))
             .await;
@@ -424,7 +449,7 @@ impl RemoteEngine {
             Resolution::Committed(result) => Verdict::CommittedResultJson(result.to_string()),
             Resolution::Failed(error) => Verdict::FailedError(error),
         };
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::ResolveRequest {
             effect_id: effect.to_string(),
             verdict: Some(verdict),
@@ -435,7 +460,7 @@ impl RemoteEngine {
     }
 
     pub(crate) async fn sessions(&self) -> Result<Vec<Session>, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let reply = client
             .list_sessions(Self::request(proto::ListSessionsRequest {}))
             .await;
@@ -447,7 +472,7 @@ impl RemoteEngine {
 
     /// A session's whole history, exported (and kept) by the engine.
     pub(crate) async fn snapshot(&self, session: &SessionId) -> Result<Value, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::SessionRequest {
             session_id: session.to_string(),
         };
@@ -458,7 +483,7 @@ impl RemoteEngine {
 
     /// What the engine's process told of the org's held calls.
     pub(crate) async fn notifications(&self) -> Result<Vec<Value>, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = Self::request(proto::ListNotificationsRequest {});
         let reply = client.list_notifications(request).await;
         let list = reply.map_err(|s| self.refused(&s))?.into_inner();
@@ -468,7 +493,7 @@ impl RemoteEngine {
     }
 
     pub(crate) async fn session_effects(&self, session: &SessionId) -> Result<Vec<Effect>, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::SessionRequest {
             session_id: session.to_string(),
         };
@@ -497,7 +522,7 @@ impl RemoteEngine {
     }
 
     async fn ask_implicit_run(&self, idle: Duration) -> Result<SessionId, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::ImplicitRunRequest {
             idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
         };
@@ -507,7 +532,7 @@ impl RemoteEngine {
     }
 
     pub(crate) async fn begin_undo(&self, session: &SessionId) -> Result<UndoPlanned, Error> {
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::SessionRequest {
             session_id: session.to_string(),
         };
@@ -534,7 +559,7 @@ impl RemoteEngine {
                 json!({"outcome": "failed", "claim": claim, "error": error})
             }
         };
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let request = proto::UndoStepRequest {
             session_id: session.to_string(),
             effect_id: effect.to_string(),
@@ -551,7 +576,7 @@ impl RemoteEngine {
         let (this, presented) = (self.clone(), current());
         let opened = async move {
             let request = presenting(presented, async { Self::request(proto::EventsRequest {}) });
-            let mut client = this.client.clone();
+            let mut client = this.client();
             match client.events(request.await).await {
                 Ok(events) => events.into_inner().boxed(),
                 Err(status) => {
@@ -611,7 +636,7 @@ impl UndoSteps for RemoteEngine {
         let request = proto::SessionRequest {
             session_id: id.to_string(),
         };
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let reply = client.open_undo(Self::request(request)).await;
         let opened = reply.map_err(|s| self.refused(&s))?.into_inner();
         Ok(UndoRun {
@@ -632,7 +657,7 @@ impl UndoSteps for RemoteEngine {
             session_id: id.to_string(),
             holder: holder.to_owned(),
         };
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let reply = client.next_undo_step(Self::request(request)).await;
         let next = reply.map_err(|s| self.refused(&s))?.into_inner();
         next.effect.map(|e| self.effect_of(Some(e))).transpose()
@@ -650,7 +675,7 @@ impl UndoSteps for RemoteEngine {
             holder: holder.to_owned(),
             step_json: serde_json::to_string(tried).unwrap_or_default(),
         };
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let reply = client.record_undo_try(Self::request(request)).await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
         (reply.ended.as_deref())

@@ -7,6 +7,8 @@ pub mod proto {
     tonic::include_proto!("undolog.engine.v1");
 }
 
+mod call_stream;
+mod calls;
 pub(crate) mod client;
 mod convert;
 mod presented;
@@ -45,6 +47,7 @@ pub async fn serve_engine(
     let service = traced::Traced {
         inner: proto::effect_engine_server::EffectEngineServer::new(service::EngineService {
             gateway: gateway.clone(),
+            stopping: cancel.clone(),
         }),
         gateway,
     };

@@ -15,6 +15,7 @@ use undolog_store::Effect as EffectRecord;
 use undolog_types::{ApprovalId, ApprovalState, EffectId, Role, Timestamp};
 
 use super::{
+    calls,
     convert::{
         LONGEST_WAIT, approval, approval_reply, decision, effect, id, intercept_body, json_text,
         named, optional_json, record_reply,
@@ -32,10 +33,12 @@ use crate::{
 #[derive(Debug, Clone)]
 pub(crate) struct EngineService {
     pub(crate) gateway: Arc<Gateway>,
+    /// Cancelled when the server shuts down: the streams it serves end, so it can.
+    pub(crate) stopping: tokio_util::sync::CancellationToken,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
-type Streamed<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+pub(super) type Streamed<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 impl EngineService {
     /// Who sent `request`: its `authorization` metadata, read as the HTTP API reads the header.
@@ -191,6 +194,18 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         }))
     }
 
+    type CallsStream = Streamed<proto::Answers>;
+
+    async fn calls(
+        &self,
+        request: Request<tonic::Streaming<proto::Operations>>,
+    ) -> Reply<Self::CallsStream> {
+        Ok(Response::new(calls::answer_calls(
+            self.clone(),
+            request.into_inner(),
+        )))
+    }
+
     type UndoStream = Streamed<proto::UndoUpdate>;
 
     async fn undo(&self, request: Request<proto::UndoRequest>) -> Reply<Self::UndoStream> {
@@ -267,6 +282,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
                 event_json: json.to_string(),
             })
         });
+        let events = events.take_until(self.stopping.clone().cancelled_owned());
         Ok(Response::new(Box::pin(events)))
     }
 

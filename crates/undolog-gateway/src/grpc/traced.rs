@@ -3,6 +3,7 @@
 //! store spans hang under the gateway's call. Without `[traces]`, requests pass untouched.
 
 use std::{
+    future::Future,
     sync::Arc,
     task::{Context, Poll},
 };
@@ -12,7 +13,7 @@ use opentelemetry::{context::FutureExt as _, trace::TraceContextExt as _};
 use tonic::server::NamedService;
 use tower_service::Service;
 
-use crate::Gateway;
+use crate::{Gateway, traces::Traces};
 
 /// `inner`, each request of which runs in its own server span.
 #[derive(Debug, Clone)]
@@ -44,11 +45,27 @@ where
         let answer = self.inner.call(request);
         match span {
             None => Either::Left(answer),
-            Some(cx) => Either::Right(Box::pin(async move {
-                let answer = answer.with_context(cx.clone()).await;
-                cx.span().end();
-                answer
-            })),
+            Some(cx) => Either::Right(Box::pin(spanned(cx, answer))),
         }
     }
+}
+
+/// `answer` in the server span of a request to `path` with these headers (an operation of
+/// `Calls`, which is answered as that request).
+pub(super) fn in_span<T>(
+    traces: &Traces,
+    path: &str,
+    headers: &http::HeaderMap,
+    answer: impl Future<Output = T>,
+) -> Either<impl Future<Output = T>, impl Future<Output = T>> {
+    match traces.engine_request(path, headers) {
+        None => Either::Left(answer),
+        Some(cx) => Either::Right(spanned(cx, answer)),
+    }
+}
+
+async fn spanned<F: Future>(cx: opentelemetry::Context, answer: F) -> F::Output {
+    let answer = answer.with_context(cx.clone()).await;
+    cx.span().end();
+    answer
 }

@@ -16,6 +16,7 @@ mod fleet;
 mod forwarding;
 mod frameworks;
 mod grpc;
+mod grpc_calls;
 mod grpc_for_gateways;
 mod hardening;
 mod harness;

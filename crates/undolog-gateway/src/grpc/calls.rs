@@ -1,0 +1,199 @@
+//! `Calls`: Intercept, Commit, Fail and RecordRead many at a time on one stream. Each operation
+//! becomes the request it stands for (its metadata, its message) and is answered by the unary
+//! method itself, so it is authenticated, authorized, traced and refused exactly as that request
+//! would be; only the transport differs. A gateway in front of this engine asks these for every
+//! call it serves, and one HTTP/2 stream per request cost both processes more than the store did.
+
+use std::{collections::HashMap, str::FromStr, sync::Arc};
+
+use futures::{FutureExt as _, StreamExt as _, TryFutureExt as _, future::BoxFuture};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{
+    Request, Status, Streaming,
+    metadata::{KeyAndValueRef, MetadataMap},
+};
+
+use super::{
+    proto::{
+        Answer, Answers, Operation, Operations, Refusal, answer::Reply,
+        effect_engine_server::EffectEngine, operation::Request as Asked,
+    },
+    service::EngineService,
+    traced,
+};
+
+/// Operations of one stream that may run at once: past this, the engine reads no more of it
+/// until one is answered, and HTTP/2's flow control holds the sender back.
+const IN_FLIGHT: usize = 1024;
+
+/// Answers put in one message at most: as many as were ready when the last one was sent.
+const ANSWERS_PER_MESSAGE: usize = 256;
+
+/// The stream of answers to `incoming`'s operations, each run as a task of its own.
+pub(super) fn answer_calls(
+    service: EngineService,
+    mut incoming: Streaming<Operations>,
+) -> super::service::Streamed<Answers> {
+    let (answered, answers) = mpsc::channel::<Answer>(IN_FLIGHT);
+    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+    let stopping = service.stopping.clone();
+    tokio::spawn(async move {
+        // A broken or ended stream, or the server shutting down, ends the reading; operations
+        // already read still run and are answered (the stream of answers ends after the last),
+        // and what they recorded stays recorded whether or not their answer can be sent.
+        while let Some(Ok(message)) = tokio::select! {
+            message = incoming.next() => message,
+            () = stopping.cancelled() => None,
+        } {
+            for operation in message.operations {
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    return;
+                };
+                let (service, answered) = (service.clone(), answered.clone());
+                tokio::spawn(async move {
+                    let answer = answer(&service, operation).await;
+                    let _ = answered.send(answer).await;
+                    drop(permit);
+                });
+            }
+        }
+    });
+    Box::pin(
+        ReceiverStream::new(answers)
+            .ready_chunks(ANSWERS_PER_MESSAGE)
+            .map(|answers| Ok(Answers { answers })),
+    )
+}
+
+/// One operation's answer: what its unary method replied, or the status it refused with.
+async fn answer(service: &EngineService, operation: Operation) -> Answer {
+    let Operation {
+        id,
+        metadata,
+        request,
+    } = operation;
+    let reply = match (request, metadata_of(metadata)) {
+        (_, Err(refusal)) => Err(refusal),
+        (None, _) => Err(Status::invalid_argument(
+            "an operation names no request: send intercept, commit, fail or record_read",
+        )),
+        (Some(request), Ok(metadata)) => ask(service, request, metadata).await,
+    };
+    Answer {
+        id,
+        reply: Some(reply.unwrap_or_else(|status| Reply::Refusal(refusal(&status)))),
+    }
+}
+
+/// `request` as the unary method answers it, in the server span that request would have.
+async fn ask(
+    service: &EngineService,
+    request: Asked,
+    metadata: MetadataMap,
+) -> Result<Reply, Status> {
+    let headers = metadata.clone().into_headers();
+    let (method, answer): (&str, BoxFuture<'_, Result<Reply, Status>>) = match request {
+        Asked::Intercept(message) => {
+            let answer = service.intercept(with(metadata, message));
+            (
+                "Intercept",
+                answer.map_ok(|r| Reply::Intercept(r.into_inner())).boxed(),
+            )
+        }
+        Asked::Commit(message) => {
+            let answer = service.commit(with(metadata, message));
+            (
+                "Commit",
+                answer.map_ok(|r| Reply::Effect(r.into_inner())).boxed(),
+            )
+        }
+        Asked::Fail(message) => {
+            let answer = service.fail(with(metadata, message));
+            (
+                "Fail",
+                answer.map_ok(|r| Reply::Effect(r.into_inner())).boxed(),
+            )
+        }
+        Asked::RecordRead(message) => {
+            let answer = service.record_read(with(metadata, message));
+            (
+                "RecordRead",
+                answer.map_ok(|r| Reply::RecordRead(r.into_inner())).boxed(),
+            )
+        }
+    };
+    let path = format!("/undolog.engine.v1.EffectEngine/{method}");
+    traced::in_span(&service.gateway.traces, &path, &headers, answer).await
+}
+
+/// A request of `message` with `metadata`, as the transport would have handed it over.
+pub(super) fn with<T>(metadata: MetadataMap, message: T) -> Request<T> {
+    Request::from_parts(metadata, Default::default(), message)
+}
+
+/// An operation's metadata as its request's: a key or value no request could carry refuses it.
+fn metadata_of(fields: HashMap<String, String>) -> Result<MetadataMap, Status> {
+    let mut metadata = MetadataMap::with_capacity(fields.len());
+    for (key, value) in fields {
+        let parsed = (tonic::metadata::AsciiMetadataKey::from_str(&key).ok())
+            .filter(|key| !key.as_str().ends_with("-bin"))
+            .zip(value.parse::<tonic::metadata::AsciiMetadataValue>().ok());
+        let Some((key, mut value)) = parsed else {
+            return Err(Status::invalid_argument(format!(
+                "an operation's metadata {key:?} is not an ASCII gRPC metadata entry"
+            )));
+        };
+        if key.as_str() == "authorization" {
+            value.set_sensitive(true);
+        }
+        metadata.insert(key, value);
+    }
+    Ok(metadata)
+}
+
+/// `status` as an answer carries it.
+fn refusal(status: &Status) -> Refusal {
+    Refusal {
+        code: status.code() as i32,
+        message: status.message().to_owned(),
+        metadata: entries(status.metadata()),
+    }
+}
+
+/// `metadata`'s ASCII entries, as an operation or a refusal carries them.
+pub(super) fn entries(metadata: &MetadataMap) -> HashMap<String, String> {
+    (metadata.iter())
+        .filter_map(|entry| match entry {
+            KeyAndValueRef::Ascii(key, value) => {
+                Some((key.to_string(), value.to_str().ok()?.to_owned()))
+            }
+            KeyAndValueRef::Binary(..) => None,
+        })
+        .collect()
+}
+
+/// The status a refusal carries.
+fn status_of(refusal: Refusal) -> Status {
+    let mut metadata = MetadataMap::with_capacity(refusal.metadata.len());
+    for (key, value) in refusal.metadata {
+        if let (Ok(key), Ok(value)) = (
+            tonic::metadata::AsciiMetadataKey::from_str(&key),
+            value.parse(),
+        ) {
+            metadata.insert(key, value);
+        }
+    }
+    Status::with_metadata(refusal.code.into(), refusal.message, metadata)
+}
+
+/// Answers as the unary method answers: the reply this operation expects, or its refusal.
+pub(super) fn replied(answer: Option<Reply>) -> Result<Reply, Status> {
+    match answer {
+        Some(Reply::Refusal(refusal)) => Err(status_of(refusal)),
+        Some(reply) => Ok(reply),
+        None => Err(Status::internal(
+            "the engine answered an operation with nothing",
+        )),
+    }
+}
