@@ -15,12 +15,13 @@ use std::{
     time::Duration,
 };
 
+use prost::Message as _;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, metadata::MetadataMap, transport::Channel};
 
 use super::{
-    calls::{entries, replied, with},
+    calls::{BYTES_PER_MESSAGE, LARGEST, entries, replied, with},
     proto::{
         Operation, Operations, answer::Reply, effect_engine_client::EffectEngineClient,
         operation::Request as Asked,
@@ -232,7 +233,9 @@ fn forget(state: &Mutex<State>, generation: u64, unary: bool) {
     state.unary |= unary;
 }
 
-/// Sends what callers queue, as many to a message as are waiting, until the link ends.
+/// Sends what callers queue, as many to a message as are waiting (up to
+/// [`BYTES_PER_MESSAGE`]), until the link ends. An operation over [`LARGEST`] goes back to its
+/// caller to be sent as a request of its own.
 async fn send(
     mut queued: mpsc::Receiver<Pending>,
     messages: mpsc::Sender<Operations>,
@@ -241,31 +244,53 @@ async fn send(
     let mut next = 0u64;
     let mut batch = Vec::with_capacity(OPERATIONS_PER_MESSAGE);
     while queued.recv_many(&mut batch, OPERATIONS_PER_MESSAGE).await > 0 {
-        let mut operations = Vec::with_capacity(batch.len());
+        let (mut operations, mut bytes, mut ended) = (Vec::with_capacity(batch.len()), 0, false);
+        for Pending {
+            request,
+            metadata,
+            answer,
+        } in batch.drain(..)
         {
-            let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
-            for pending in batch.drain(..) {
-                if waiting.ended {
-                    let _ = pending
-                        .answer
-                        .send(Outcome::Answered(Err(Status::unavailable(
-                            "the stream to the engine ended before the operation was sent",
-                        ))));
-                    continue;
+            let mut operation = Operation {
+                id: 0,
+                metadata: entries(&metadata),
+                request: Some(request),
+            };
+            let size = operation.encoded_len();
+            if size > LARGEST {
+                if let Some(request) = operation.request.take() {
+                    let _ = answer.send(Outcome::Unstreamed(Box::new((request, metadata))));
                 }
-                next += 1;
-                waiting.answers.insert(next, pending.answer);
-                operations.push(Operation {
-                    id: next,
-                    metadata: entries(&pending.metadata),
-                    request: Some(pending.request),
-                });
+                continue;
             }
-            if waiting.ended {
-                return;
+            if !operations.is_empty() && bytes + size > BYTES_PER_MESSAGE {
+                let full = std::mem::take(&mut operations);
+                if messages
+                    .send(Operations { operations: full })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                bytes = 0;
             }
+            let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+            ended |= waiting.ended;
+            if ended {
+                let _ = answer.send(Outcome::Answered(Err(Status::unavailable(
+                    "the stream to the engine ended before the operation was sent",
+                ))));
+                continue;
+            }
+            next += 1;
+            operation.id = next;
+            waiting.answers.insert(next, answer);
+            bytes += size;
+            operations.push(operation);
         }
-        if messages.send(Operations { operations }).await.is_err() {
+        if ended
+            || (!operations.is_empty() && messages.send(Operations { operations }).await.is_err())
+        {
             return;
         }
     }
@@ -357,6 +382,43 @@ mod tests {
         let again = decided(&stream, "s3").await;
         assert!(matches!(again, Ok(Reply::Intercept(_))), "{again:?}");
         assert!(!stream.state.lock().unwrap().unary);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_operation_too_large_for_the_stream_fails_alone_and_the_link_stays() {
+        let gateway = gateway().await;
+        let at = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let _served = serve(&gateway, at).await;
+        let stream = stream_to(at);
+        assert!(matches!(
+            decided(&stream, "s1").await,
+            Ok(Reply::Intercept(_))
+        ));
+        let huge = Asked::Intercept(proto::InterceptRequest {
+            session_id: "s2".into(),
+            tool: "lookup".into(),
+            arguments_json: format!("{{\"text\": \"{}\"}}", "x".repeat(5 * 1024 * 1024)),
+            ..Default::default()
+        });
+        let (huge, small) =
+            tokio::join!(stream.ask(huge, MetadataMap::new()), decided(&stream, "s3"));
+        // As its own request: the engine decodes at most 4 MiB a message.
+        let refused = huge.unwrap_err();
+        assert_eq!(refused.code(), Code::OutOfRange, "{refused:?}");
+        assert!(matches!(small, Ok(Reply::Intercept(_))), "{small:?}");
+        assert!(matches!(
+            decided(&stream, "s4").await,
+            Ok(Reply::Intercept(_))
+        ));
+        assert_eq!(
+            stream.state.lock().unwrap().generation,
+            1,
+            "one link throughout"
+        );
     }
 
     /// An engine older than `Calls`: the method answers UNIMPLEMENTED, as tonic's router does

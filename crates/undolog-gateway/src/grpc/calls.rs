@@ -7,6 +7,7 @@
 use std::{collections::HashMap, str::FromStr, sync::Arc};
 
 use futures::{FutureExt as _, StreamExt as _, TryFutureExt as _, future::BoxFuture};
+use prost::Message as _;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{
@@ -29,6 +30,15 @@ const IN_FLIGHT: usize = 1024;
 
 /// Answers put in one message at most: as many as were ready when the last one was sent.
 const ANSWERS_PER_MESSAGE: usize = 256;
+
+/// The bytes of operations or answers a message gathers before another is started.
+pub(super) const BYTES_PER_MESSAGE: usize = 1024 * 1024;
+
+/// The largest operation or answer that goes on the stream: a message alone, and under the
+/// 4 MiB tonic decodes by default. A larger operation is sent as its own request and a larger
+/// answer becomes a refusal, so each fails alone, as its request would, and the stream that
+/// carries others' operations is never broken by one.
+pub(super) const LARGEST: usize = 4 * 1024 * 1024 - 1024;
 
 /// The stream of answers to `incoming`'s operations, each run as a task of its own.
 pub(super) fn answer_calls(
@@ -62,8 +72,39 @@ pub(super) fn answer_calls(
     Box::pin(
         ReceiverStream::new(answers)
             .ready_chunks(ANSWERS_PER_MESSAGE)
-            .map(|answers| Ok(Answers { answers })),
+            .flat_map(|answers| futures::stream::iter(in_messages(answers).into_iter().map(Ok))),
     )
+}
+
+/// `answers` in messages of at most [`BYTES_PER_MESSAGE`], unless one alone is more; an answer
+/// over [`LARGEST`] is replaced by its refusal.
+fn in_messages(answers: Vec<Answer>) -> Vec<Answers> {
+    let mut messages = Vec::new();
+    let (mut current, mut bytes) = (Vec::new(), 0);
+    for answer in answers {
+        let answer = match answer.encoded_len() {
+            size if size > LARGEST => Answer {
+                id: answer.id,
+                reply: Some(Reply::Refusal(refusal(&Status::out_of_range(format!(
+                    "the engine's answer is {size} bytes, more than the {LARGEST} one may be"
+                ))))),
+            },
+            _ => answer,
+        };
+        let size = answer.encoded_len();
+        if !current.is_empty() && bytes + size > BYTES_PER_MESSAGE {
+            messages.push(Answers {
+                answers: std::mem::take(&mut current),
+            });
+            bytes = 0;
+        }
+        bytes += size;
+        current.push(answer);
+    }
+    if !current.is_empty() {
+        messages.push(Answers { answers: current });
+    }
+    messages
 }
 
 /// One operation's answer: what its unary method replied, or the status it refused with.
@@ -195,5 +236,72 @@ pub(super) fn replied(answer: Option<Reply>) -> Result<Reply, Status> {
         None => Err(Status::internal(
             "the engine answered an operation with nothing",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message as _;
+    use tonic::Code;
+
+    use super::{Answer, BYTES_PER_MESSAGE, LARGEST, Reply, in_messages};
+    use crate::grpc::proto::{RecordReadReply, Refusal};
+
+    /// An answer of about `bytes` bytes.
+    fn answer(id: u64, bytes: usize) -> Answer {
+        let reply = RecordReadReply {
+            rejection_json: Some("x".repeat(bytes)),
+        };
+        Answer {
+            id,
+            reply: Some(Reply::RecordRead(reply)),
+        }
+    }
+
+    #[test]
+    fn answers_go_in_messages_of_a_bounded_size_and_none_is_lost() {
+        const KIB: usize = 1024;
+        // (sizes of the answers ready together, how many messages carry them)
+        let rows: [(&[usize], usize); 5] = [
+            (&[100; 256], 1),
+            (&[600 * KIB, 600 * KIB, 600 * KIB], 3),
+            (&[300 * KIB, 300 * KIB, 300 * KIB, 300 * KIB], 2),
+            (&[3 * 1024 * KIB, 10], 2),
+            (&[10, 5 * 1024 * KIB, 10], 1),
+        ];
+        for (sizes, expected) in rows {
+            let answers = (sizes.iter().enumerate())
+                .map(|(i, &bytes)| answer(i as u64, bytes))
+                .collect();
+            let messages = in_messages(answers);
+            assert_eq!(messages.len(), expected, "{sizes:?}");
+            let mut ids = Vec::new();
+            for message in &messages {
+                let size = message.encoded_len();
+                let alone = message.answers.len() == 1;
+                assert!(
+                    size <= BYTES_PER_MESSAGE || alone,
+                    "{sizes:?}: {size} bytes"
+                );
+                assert!(size <= LARGEST + 16, "{sizes:?}: {size} bytes");
+                ids.extend(message.answers.iter().map(|a| a.id));
+            }
+            assert_eq!(
+                ids,
+                (0..sizes.len() as u64).collect::<Vec<_>>(),
+                "{sizes:?}"
+            );
+            for (answer, &bytes) in messages.iter().flat_map(|m| &m.answers).zip(sizes) {
+                let refused = matches!(
+                    answer.reply,
+                    Some(Reply::Refusal(Refusal { code, .. })) if code == Code::OutOfRange as i32
+                );
+                assert_eq!(
+                    refused,
+                    bytes > LARGEST,
+                    "{sizes:?}: answer of {bytes} bytes"
+                );
+            }
+        }
     }
 }
