@@ -353,20 +353,22 @@ mod tests {
         stream.ask(intercept(session), MetadataMap::new()).await
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_engine_that_stops_ends_the_link_and_the_next_operation_opens_another() {
+    /// An engine served on a free port, and a stream to it that has had one answer.
+    async fn answered_once() -> (Arc<Gateway>, SocketAddr, Served, CallStream) {
         let gateway = gateway().await;
-        let at = TcpListener::bind("127.0.0.1:0")
-            .await
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let free = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = free.local_addr().unwrap();
+        drop(free);
         let served = serve(&gateway, at).await;
         let stream = stream_to(at);
-        assert!(matches!(
-            decided(&stream, "s1").await,
-            Ok(Reply::Intercept(_))
-        ));
+        let answer = decided(&stream, "s1").await;
+        assert!(matches!(answer, Ok(Reply::Intercept(_))), "{answer:?}");
+        (gateway, at, served, stream)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_engine_that_stops_ends_the_link_and_the_next_operation_opens_another() {
+        let (gateway, at, served, stream) = answered_once().await;
 
         // The open stream does not hold the engine's shutdown.
         served.stop.send(()).unwrap();
@@ -386,18 +388,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_operation_too_large_for_the_stream_fails_alone_and_the_link_stays() {
-        let gateway = gateway().await;
-        let at = TcpListener::bind("127.0.0.1:0")
-            .await
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let _served = serve(&gateway, at).await;
-        let stream = stream_to(at);
-        assert!(matches!(
-            decided(&stream, "s1").await,
-            Ok(Reply::Intercept(_))
-        ));
+        let (_, _, _served, stream) = answered_once().await;
         let huge = Asked::Intercept(proto::InterceptRequest {
             session_id: "s2".into(),
             tool: "lookup".into(),
