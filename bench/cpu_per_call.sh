@@ -8,7 +8,8 @@
 #                                         (defaults: transfer, 6 s, 32 connections, postgres)
 #
 # split is bench/gateway.sh's split row: a gateway with no store in front of `undolog engine` on
-# SQLite over gRPC. PERF=DIR records each of its processes with `perf record -g` into DIR.
+# SQLite over gRPC. PERF=DIR records the gateway (and the engine) with `perf record` into DIR,
+# with PERF_CALLGRAPH's options (default -g; e.g. "--call-graph dwarf -F 499" for Rust's stacks).
 #
 # Each run starts from nothing: a fresh database, the bank, the gateway, and WARMUP seconds (2) of
 # warm-up. Runs of two builds one after the other, several times over, compare them in the same

@@ -4,15 +4,15 @@
 //! would be; only the transport differs. A gateway in front of this engine asks these for every
 //! call it serves, and one HTTP/2 stream per request cost both processes more than the store did.
 
-use std::{collections::HashMap, str::FromStr, sync::Arc};
+use std::{collections::HashMap, future::Future, str::FromStr, sync::Arc};
 
 use futures::{FutureExt as _, StreamExt as _, TryFutureExt as _, future::BoxFuture};
 use prost::Message as _;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{
-    Request, Status, Streaming,
-    metadata::{KeyAndValueRef, MetadataMap},
+    Request, Response, Status, Streaming,
+    metadata::{AsciiMetadataKey, AsciiMetadataValue, KeyAndValueRef, MetadataMap},
 };
 
 use super::{
@@ -43,37 +43,53 @@ pub(super) const LARGEST: usize = 4 * 1024 * 1024 - 1024;
 /// The stream of answers to `incoming`'s operations, each run as a task of its own.
 pub(super) fn answer_calls(
     service: EngineService,
-    mut incoming: Streaming<Operations>,
+    incoming: Streaming<Operations>,
 ) -> super::service::Streamed<Answers> {
     let (answered, answers) = mpsc::channel::<Answer>(IN_FLIGHT);
-    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
-    let stopping = service.stopping.clone();
-    tokio::spawn(async move {
-        // A broken or ended stream, or the server shutting down, ends the reading; operations
-        // already read still run and are answered (the stream of answers ends after the last),
-        // and what they recorded stays recorded whether or not their answer can be sent.
-        while let Some(Ok(message)) = tokio::select! {
-            message = incoming.next() => message,
-            () = stopping.cancelled() => None,
-        } {
-            for operation in message.operations {
-                let Ok(permit) = in_flight.clone().acquire_owned().await else {
-                    return;
-                };
-                let (service, answered) = (service.clone(), answered.clone());
-                tokio::spawn(async move {
-                    let answer = answer(&service, operation).await;
-                    let _ = answered.send(answer).await;
-                    drop(permit);
-                });
-            }
-        }
-    });
+    tokio::spawn(run_operations(service, incoming, answered));
     Box::pin(
         ReceiverStream::new(answers)
             .ready_chunks(ANSWERS_PER_MESSAGE)
             .flat_map(|answers| futures::stream::iter(in_messages(answers).into_iter().map(Ok))),
     )
+}
+
+/// Runs `incoming`'s operations, at most [`IN_FLIGHT`] at once, each answer to `answered`. A
+/// broken or ended stream, or the server shutting down, ends the reading; operations already
+/// read still run and are answered (the stream of answers ends after the last), and what they
+/// recorded stays recorded whether or not their answer can be sent.
+async fn run_operations(
+    service: EngineService,
+    mut incoming: Streaming<Operations>,
+    answered: mpsc::Sender<Answer>,
+) {
+    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+    loop {
+        let message = tokio::select! {
+            message = incoming.next() => message,
+            () = service.stopping.cancelled() => None,
+        };
+        let operations = match message {
+            Some(Ok(message)) => message.operations,
+            Some(Err(status)) => {
+                let read = "its operations already read are still answered";
+                tracing::warn!(%status, "a gateway's Calls stream broke; {read}");
+                return;
+            }
+            None => return,
+        };
+        for operation in operations {
+            let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                return;
+            };
+            let (service, answered) = (service.clone(), answered.clone());
+            tokio::spawn(async move {
+                let answer = answer(&service, operation).await;
+                let _ = answered.send(answer).await;
+                drop(permit);
+            });
+        }
+    }
 }
 
 /// `answers` in messages of at most [`BYTES_PER_MESSAGE`], unless one alone is more; an answer
@@ -133,39 +149,34 @@ async fn ask(
     request: Asked,
     metadata: MetadataMap,
 ) -> Result<Reply, Status> {
-    let headers = metadata.clone().into_headers();
-    let (method, answer): (&str, BoxFuture<'_, Result<Reply, Status>>) = match request {
-        Asked::Intercept(message) => {
-            let answer = service.intercept(with(metadata, message));
-            (
-                "Intercept",
-                answer.map_ok(|r| Reply::Intercept(r.into_inner())).boxed(),
-            )
-        }
-        Asked::Commit(message) => {
-            let answer = service.commit(with(metadata, message));
-            (
-                "Commit",
-                answer.map_ok(|r| Reply::Effect(r.into_inner())).boxed(),
-            )
-        }
-        Asked::Fail(message) => {
-            let answer = service.fail(with(metadata, message));
-            (
-                "Fail",
-                answer.map_ok(|r| Reply::Effect(r.into_inner())).boxed(),
-            )
-        }
-        Asked::RecordRead(message) => {
-            let answer = service.record_read(with(metadata, message));
-            (
-                "RecordRead",
-                answer.map_ok(|r| Reply::RecordRead(r.into_inner())).boxed(),
-            )
-        }
+    let headers = metadata.into_headers();
+    let span = (service.gateway.traces).engine_request(path(&request), &headers);
+    let metadata = MetadataMap::from_headers(headers);
+    let answer = match request {
+        Asked::Intercept(m) => unary(service.intercept(with(metadata, m)), Reply::Intercept),
+        Asked::Commit(m) => unary(service.commit(with(metadata, m)), Reply::Effect),
+        Asked::Fail(m) => unary(service.fail(with(metadata, m)), Reply::Effect),
+        Asked::RecordRead(m) => unary(service.record_read(with(metadata, m)), Reply::RecordRead),
     };
-    let path = format!("/undolog.engine.v1.EffectEngine/{method}");
-    traced::in_span(&service.gateway.traces, &path, &headers, answer).await
+    traced::within(span, answer).await
+}
+
+/// The path of the unary method `request` stands for, which names its span.
+fn path(request: &Asked) -> &'static str {
+    match request {
+        Asked::Intercept(_) => "/undolog.engine.v1.EffectEngine/Intercept",
+        Asked::Commit(_) => "/undolog.engine.v1.EffectEngine/Commit",
+        Asked::Fail(_) => "/undolog.engine.v1.EffectEngine/Fail",
+        Asked::RecordRead(_) => "/undolog.engine.v1.EffectEngine/RecordRead",
+    }
+}
+
+/// A unary method's answer as an operation's `reply`.
+fn unary<'a, R: 'a>(
+    answer: impl Future<Output = Result<Response<R>, Status>> + Send + 'a,
+    reply: fn(R) -> Reply,
+) -> BoxFuture<'a, Result<Reply, Status>> {
+    answer.map_ok(move |r| reply(r.into_inner())).boxed()
 }
 
 /// A request of `message` with `metadata`, as the transport would have handed it over.
@@ -177,12 +188,10 @@ pub(super) fn with<T>(metadata: MetadataMap, message: T) -> Request<T> {
 fn metadata_of(fields: HashMap<String, String>) -> Result<MetadataMap, Status> {
     let mut metadata = MetadataMap::with_capacity(fields.len());
     for (key, value) in fields {
-        let parsed = (tonic::metadata::AsciiMetadataKey::from_str(&key).ok())
-            .filter(|key| !key.as_str().ends_with("-bin"))
-            .zip(value.parse::<tonic::metadata::AsciiMetadataValue>().ok());
-        let Some((key, mut value)) = parsed else {
+        let Some((key, mut value)) = ascii_entry(&key, &value) else {
             return Err(Status::invalid_argument(format!(
-                "an operation's metadata {key:?} is not an ASCII gRPC metadata entry"
+                "an operation's metadata {key:?} is not an ASCII gRPC metadata entry: send \
+                 lowercase keys (none ending in -bin) and printable ASCII values"
             )));
         };
         if key.as_str() == "authorization" {
@@ -191,6 +200,13 @@ fn metadata_of(fields: HashMap<String, String>) -> Result<MetadataMap, Status> {
         metadata.insert(key, value);
     }
     Ok(metadata)
+}
+
+/// `key: value` as ASCII gRPC metadata, if it can be.
+fn ascii_entry(key: &str, value: &str) -> Option<(AsciiMetadataKey, AsciiMetadataValue)> {
+    let key =
+        (AsciiMetadataKey::from_str(key).ok()).filter(|key| !key.as_str().ends_with("-bin"))?;
+    Some((key, value.parse().ok()?))
 }
 
 /// `status` as an answer carries it.
@@ -218,10 +234,7 @@ pub(super) fn entries(metadata: &MetadataMap) -> HashMap<String, String> {
 fn status_of(refusal: Refusal) -> Status {
     let mut metadata = MetadataMap::with_capacity(refusal.metadata.len());
     for (key, value) in refusal.metadata {
-        if let (Ok(key), Ok(value)) = (
-            tonic::metadata::AsciiMetadataKey::from_str(&key),
-            value.parse(),
-        ) {
+        if let Some((key, value)) = ascii_entry(&key, &value) {
             metadata.insert(key, value);
         }
     }

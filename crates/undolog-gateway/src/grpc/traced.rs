@@ -13,7 +13,7 @@ use opentelemetry::{context::FutureExt as _, trace::TraceContextExt as _};
 use tonic::server::NamedService;
 use tower_service::Service;
 
-use crate::{Gateway, traces::Traces};
+use crate::Gateway;
 
 /// `inner`, each request of which runs in its own server span.
 #[derive(Debug, Clone)]
@@ -50,15 +50,13 @@ where
     }
 }
 
-/// `answer` in the server span of a request to `path` with these headers (an operation of
-/// `Calls`, which is answered as that request).
-pub(super) fn in_span<T>(
-    traces: &Traces,
-    path: &str,
-    headers: &http::HeaderMap,
-    answer: impl Future<Output = T>,
-) -> Either<impl Future<Output = T>, impl Future<Output = T>> {
-    match traces.engine_request(path, headers) {
+/// `answer` in `span`, the server span of the request it answers (an operation of `Calls`,
+/// which is answered as that request), if spans are exported.
+pub(super) fn within<F: Future>(
+    span: Option<opentelemetry::Context>,
+    answer: F,
+) -> Either<F, impl Future<Output = F::Output>> {
+    match span {
         None => Either::Left(answer),
         Some(cx) => Either::Right(spanned(cx, answer)),
     }
