@@ -136,6 +136,7 @@ async fn session_calls(store: Arc<PostgresStore>, calls: u64) {
             verdicts: None,
             approval: None,
             lease: None,
+            lease_token: None,
             created_at: now,
             updated_at: now,
             completed_at: None,

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use undolog_types::{
+    TokenDigest,
     ApprovalId, ApprovalState, Args, EffectId, EffectState, OrgId, Role, SessionId, SessionState,
     Signature, Tier, Timestamp,
 };
@@ -129,6 +130,10 @@ pub struct Effect {
     pub verdicts: Option<Value>,
     pub approval: Option<ApprovalId>,
     pub lease: Option<Lease>,
+    /// The digest of the lease token its executor was given (`Intercept::Execute`): whoever
+    /// settles the call must present that token. Kept after the call ends; replaced when another
+    /// executor takes the call over.
+    pub lease_token: Option<TokenDigest>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub completed_at: Option<Timestamp>,

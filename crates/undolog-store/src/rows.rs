@@ -4,7 +4,7 @@
 use std::str::FromStr;
 
 use serde_json::Value;
-use undolog_types::{Args, Signature, Timestamp};
+use undolog_types::{Args, Signature, Timestamp, TokenDigest};
 
 use crate::{ApiKey, Approval, Effect, Lease, Result, Session, Snapshot};
 
@@ -13,7 +13,7 @@ pub(crate) const SESSION_COLUMNS: &str = "org, id, state, next_seq, failed_effec
 
 pub(crate) const EFFECT_COLUMNS: &str = "id, org, session, seq, tool, args, step, signature, \
     idempotency_key, tier, compensation, state, result, error, approval, lease_holder, \
-    lease_expires_at, created_at, updated_at, completed_at, resolved_by, verdicts";
+    lease_expires_at, lease_token, created_at, updated_at, completed_at, resolved_by, verdicts";
 
 pub(crate) const APPROVAL_COLUMNS: &str = "id, org, session, effect_id, signature, state, \
     requested_at, expires_at, requested_by, decided_by, decided_via, decided_at, reason";
@@ -120,6 +120,7 @@ pub(crate) fn effect(row: &impl Columns) -> Result<Effect> {
         verdicts: json_opt(row, "verdicts")?,
         approval: parsed_opt(row, "approval")?,
         lease,
+        lease_token: row.text_opt("lease_token")?.map(TokenDigest::from_stored),
         created_at: timestamp(row, "created_at")?,
         updated_at: timestamp(row, "updated_at")?,
         completed_at: timestamp_opt(row, "completed_at")?,

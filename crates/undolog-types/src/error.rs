@@ -27,4 +27,9 @@ pub enum Error {
     },
     #[error("{0:?} is not a valid id: {1}")]
     InvalidId(String, String),
+    #[error(
+        "that is not a lease token: send the `lease_token` the intercept's `execute` answer gave \
+         (lt_ and 64 lowercase hex digits)"
+    )]
+    InvalidLeaseToken,
 }

@@ -1,10 +1,11 @@
 //! UndoLog's shared vocabulary, with no IO: RFC 8785 canonical JSON, the call signature and its
-//! lock key, identifiers, timestamps, tool tiers, credential roles, and the state machines of effects, sessions and
+//! lock key, identifiers, lease tokens, timestamps, tool tiers, credential roles, and the state machines of effects, sessions and
 //! approvals. Every other crate speaks in these types; none of them knows HTTP, MCP or SQL.
 
 pub mod canonical;
 mod error;
 mod ids;
+mod lease_token;
 mod role;
 mod signature;
 mod state;
@@ -14,6 +15,7 @@ mod time;
 
 pub use error::Error;
 pub use ids::{ApprovalId, EffectId, OrgId, SessionId};
+pub use lease_token::{LeaseToken, TokenDigest};
 pub use role::Role;
 pub use signature::{Args, CallIdentity, LockKey, SIGNATURE_VERSION, Signature};
 pub use state::{ApprovalState, EffectState, IllegalTransition, SessionState};

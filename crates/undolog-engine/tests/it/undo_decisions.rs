@@ -40,6 +40,7 @@ fn record(state: EffectState, seq: i64) -> Effect {
         verdicts: None,
         approval: None,
         lease: None,
+        lease_token: None,
         created_at: Timestamp(seq),
         updated_at: Timestamp(seq),
         completed_at: Some(Timestamp(seq)),

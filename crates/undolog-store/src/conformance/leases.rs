@@ -177,3 +177,40 @@ pub async fn a_dead_executors_leases_and_claims_end_when_it_is_taken_for_dead(
     let again = beat(&*store, "gw-a2", "host:8080", 10_000, 8_000, false).await;
     assert!(again.dead.is_empty(), "gw-b beats again: {again:?}");
 }
+
+/// The digest of an effect's lease token goes in with its insert and changes with any write that
+/// hands the call to another executor: a plain update and a write on a remembered row alike.
+pub async fn a_lease_token_is_kept_by_every_write_of_an_effect(store: Arc<dyn Store>) {
+    let first = effect("acme", "s1", 0);
+    seed(&*store, "acme", "s1", &[&first]).await;
+
+    let mut taken_over = first.clone();
+    taken_over.lease_token = Some(LeaseToken::from_bytes([1; 32]).digest());
+    taken_over.lease = Some(Lease {
+        holder: "gateway-2".into(),
+        expires_at: Timestamp(9_000),
+    });
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(stored_token(&mut *tx, first.id).await, first.lease_token);
+    tx.update_effect(&taken_over).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut again = taken_over.clone();
+    again.lease_token = Some(LeaseToken::from_bytes([2; 32]).digest());
+    again.lease = Some(Lease {
+        holder: "gateway-3".into(),
+        expires_at: Timestamp(12_000),
+    });
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(stored_token(&mut *tx, first.id).await, taken_over.lease_token);
+    tx.replace_effect(&taken_over, &again).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    assert_eq!(stored_token(&mut *tx, first.id).await, again.lease_token);
+    assert_ne!(again.lease_token, first.lease_token);
+}
+
+async fn stored_token(tx: &mut dyn Tx, id: EffectId) -> Option<undolog_types::TokenDigest> {
+    tx.effect(id).await.unwrap().unwrap().lease_token
+}

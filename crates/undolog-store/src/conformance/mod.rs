@@ -14,8 +14,8 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::json;
 use undolog_types::{
-    ApprovalId, ApprovalState, Args, EffectId, EffectState, LockKey, OrgId, Role, SessionId,
-    SessionState, Tier, Timestamp,
+    ApprovalId, ApprovalState, Args, EffectId, EffectState, LeaseToken, LockKey, OrgId, Role,
+    SessionId, SessionState, Tier, Timestamp,
 };
 
 use crate::{
@@ -44,7 +44,8 @@ macro_rules! store_conformance_tests {
             updating_a_missing_row_is_not_found, latest_effect_by_signature_is_the_newest,
             latest_effect_by_key_is_the_newest, reads_made_together_match_reads_made_alone,
             session_effects_come_in_order,
-            expired_leases_are_only_pending_effects_past_their_lease, approvals_round_trip_and_filter,
+            expired_leases_are_only_pending_effects_past_their_lease,
+            a_lease_token_is_kept_by_every_write_of_an_effect, approvals_round_trip_and_filter,
             undo_stack_keeps_completion_order, snapshots_round_trip, dropped_transaction_rolls_back,
             a_refused_write_leaves_nothing_of_its_transaction,
             orgs_see_only_their_own_rows, same_lock_key_serializes_transactions,
@@ -125,6 +126,7 @@ fn effect(org_name: &str, session_id: &str, seq: i64) -> Effect {
             holder: "gateway-1".into(),
             expires_at: Timestamp(5_000),
         }),
+        lease_token: Some(LeaseToken::from_bytes([seq as u8; 32]).digest()),
         created_at: Timestamp(1_000 + seq),
         updated_at: Timestamp(1_000 + seq),
         completed_at: None,

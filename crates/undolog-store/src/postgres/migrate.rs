@@ -28,6 +28,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (14, include_str!("0014_references_checked_by_writes.sql")),
     (15, include_str!("0015_one_pending_index.sql")),
     (16, include_str!("0016_undo_entries_on_effects.sql")),
+    (17, include_str!("0017_lease_tokens.sql")),
 ];
 
 /// The newest version in [`MIGRATIONS`].

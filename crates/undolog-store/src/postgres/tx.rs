@@ -49,12 +49,13 @@ pub(super) struct PostgresTx {
     failed: bool,
 }
 
-/// An effect's insert, with the org as `$1` and its columns after.
+/// An effect's insert, with the org as `$1`, its columns after and its lease token last.
 const INSERT_EFFECT: &str = "SELECT undolog_insert_effect($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-    $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)";
-/// The same, and how to look for an earlier effect of the call, which must not exist.
+    $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)";
+/// The same, with how to look for an earlier effect of the call, which must not exist, before
+/// the lease token.
 const INSERT_NEW_EFFECT: &str = "SELECT undolog_insert_new_effect($1, $2, $3, $4, $5, $6, $7, \
-    $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)";
+    $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)";
 
 impl PostgresTx {
     /// A transaction on `conn`; an `unsynced` one commits without waiting for the WAL to reach the
@@ -444,7 +445,7 @@ impl Tx for PostgresTx {
             e.resolved_by.as_deref().into(),
             verdicts.as_deref().into(),
         ];
-        // Functions (migrations 8 and 11): their statements are planned once per connection.
+        // Functions (migrations 8, 11 and 17): their statements are planned once per connection.
         let (function, on_error) = match &check {
             None => (INSERT_EFFECT, OnError::Exists(format!("effect {id}"))),
             Some(check) => {
@@ -454,6 +455,7 @@ impl Tx for PostgresTx {
                 (INSERT_NEW_EFFECT, OnError::NewEffect { call, effect })
             }
         };
+        values.push(e.lease_token.as_ref().map(|t| t.as_str()).into());
         let sql = self.sql(function, &values)?;
         self.queue(sql, on_error);
         Ok(())
@@ -467,7 +469,7 @@ impl Tx for PostgresTx {
         let sql = self.sql(
             "UPDATE effects SET state = $3, result = $4, error = $5, approval = $6, \
              lease_holder = $7, lease_expires_at = $8, updated_at = $9, completed_at = $10, \
-             resolved_by = $11, verdicts = $12 WHERE org = $1 AND id = $2",
+             resolved_by = $11, verdicts = $12, lease_token = $13 WHERE org = $1 AND id = $2",
             &[
                 id.as_str().into(),
                 e.state.as_str().into(),
@@ -480,6 +482,7 @@ impl Tx for PostgresTx {
                 e.completed_at.map(Timestamp::as_millis).into(),
                 e.resolved_by.as_deref().into(),
                 verdicts.as_deref().into(),
+                e.lease_token.as_ref().map(|t| t.as_str()).into(),
             ],
         )?;
         self.queue_update(sql, "effect", id)
@@ -540,7 +543,7 @@ impl Tx for PostgresTx {
         let (new_holder, new_expires) = holder_and_expiry(after.lease.as_ref());
         let args = self.sql(
             "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-             $19, $20",
+             $19, $20, $21",
             &[
                 id.as_str().into(),
                 before.state.as_str().into(),
@@ -561,6 +564,7 @@ impl Tx for PostgresTx {
                 after.completed_at.map(Timestamp::as_millis).into(),
                 after.resolved_by.as_deref().into(),
                 verdicts.as_deref().into(),
+                after.lease_token.as_ref().map(|t| t.as_str()).into(),
             ],
         )?;
         self.queued.push(Queued {

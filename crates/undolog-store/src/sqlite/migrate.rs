@@ -13,6 +13,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("0004_verdicts.sql")),
     (5, include_str!("0005_executors.sql")),
     (6, include_str!("0006_decided_via.sql")),
+    (7, include_str!("0007_lease_tokens.sql")),
 ];
 
 pub(super) async fn apply(conn: &Shared) -> Result<()> {

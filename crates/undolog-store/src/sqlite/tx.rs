@@ -79,6 +79,7 @@ impl SqliteTx {
             &now.approval,
             &now.lease_holder,
             &now.lease_expires_at,
+            &now.lease_token,
             &now.updated_at,
             &now.completed_at,
             &now.resolved_by,
@@ -111,6 +112,7 @@ struct Changeable<'a> {
     approval: Option<String>,
     lease_holder: Option<&'a str>,
     lease_expires_at: Option<i64>,
+    lease_token: Option<&'a str>,
     updated_at: i64,
     completed_at: Option<i64>,
     resolved_by: &'a Option<String>,
@@ -124,6 +126,7 @@ impl Changeable<'_> {
             approval: e.approval.map(|a| a.to_string()),
             lease_holder: e.lease.as_ref().map(|l| l.holder.as_str()),
             lease_expires_at: e.lease.as_ref().map(|l| l.expires_at.as_millis()),
+            lease_token: e.lease_token.as_ref().map(|t| t.as_str()),
             updated_at: e.updated_at.as_millis(),
             completed_at: e.completed_at.map(Timestamp::as_millis),
             resolved_by: &e.resolved_by,
@@ -171,7 +174,7 @@ select!(
 );
 /// What may change of an effect; [`REPLACE_EFFECT`] only while it is still as remembered.
 const UPDATE_EFFECT: &str = "UPDATE effects SET state = ?, result = ?, error = ?, approval = ?, \
-     lease_holder = ?, lease_expires_at = ?, updated_at = ?, completed_at = ?, resolved_by = ?, \
+     lease_holder = ?, lease_expires_at = ?, lease_token = ?, updated_at = ?, completed_at = ?, resolved_by = ?, \
      verdicts = ? WHERE org = ? AND id = ?";
 select!(
     REPLACE_EFFECT,
@@ -284,8 +287,8 @@ impl Tx for SqliteTx {
         let result = self.statements.execute(
             "INSERT INTO effects (id, org, session, seq, tool, args, step, signature, idempotency_key, \
              tier, compensation, state, result, error, approval, lease_holder, lease_expires_at, \
-             created_at, updated_at, completed_at, resolved_by, verdicts) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             lease_token, created_at, updated_at, completed_at, resolved_by, verdicts) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             params![
                 e.id.to_string(),
                 self.org.as_str(),
@@ -304,6 +307,7 @@ impl Tx for SqliteTx {
                 e.approval.map(|a| a.to_string()),
                 e.lease.as_ref().map(|l| l.holder.as_str()),
                 e.lease.as_ref().map(|l| l.expires_at.as_millis()),
+                e.lease_token.as_ref().map(|t| t.as_str()),
                 e.created_at.as_millis(),
                 e.updated_at.as_millis(),
                 e.completed_at.map(Timestamp::as_millis),

@@ -45,6 +45,7 @@ async fn seed(store: &PostgresStore, org: &str) -> (Effect, Approval) {
         verdicts: None,
         approval: None,
         lease: None,
+        lease_token: None,
         created_at: Timestamp(1),
         updated_at: Timestamp(1),
         completed_at: None,
