@@ -52,12 +52,16 @@ fn bench(c: &mut Criterion) {
                     args,
                     policy.clone(),
                 );
-                let Intercept::Execute { effect_id, .. } = engine.intercept(call).await.unwrap()
+                let Intercept::Execute {
+                    effect_id,
+                    lease_token,
+                    ..
+                } = engine.intercept(call).await.unwrap()
                 else {
                     panic!("a new call executes");
                 };
                 engine
-                    .commit(&org, effect_id, json!({"id": n}))
+                    .commit(&org, effect_id, &lease_token, json!({"id": n}))
                     .await
                     .unwrap();
             });

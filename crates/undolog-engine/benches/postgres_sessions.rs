@@ -106,11 +106,16 @@ async fn session_calls(engine: Engine, session: SessionId, first: u64, calls: u6
             args,
             policy.clone(),
         );
-        let Intercept::Execute { effect_id, .. } = engine.intercept(call).await.unwrap() else {
+        let Intercept::Execute {
+            effect_id,
+            lease_token,
+            ..
+        } = engine.intercept(call).await.unwrap()
+        else {
             panic!("a new call executes");
         };
         engine
-            .commit(&org, effect_id, json!({"id": n}))
+            .commit(&org, effect_id, &lease_token, json!({"id": n}))
             .await
             .unwrap();
     }

@@ -39,11 +39,16 @@ async fn session_of(n: usize) -> Engine {
             args,
             policy.clone(),
         );
-        let Intercept::Execute { effect_id, .. } = engine.intercept(call).await.unwrap() else {
+        let Intercept::Execute {
+            effect_id,
+            lease_token,
+            ..
+        } = engine.intercept(call).await.unwrap()
+        else {
             panic!("a new call runs");
         };
         engine
-            .commit(&org, effect_id, json!({"charged": i}))
+            .commit(&org, effect_id, &lease_token, json!({"charged": i}))
             .await
             .unwrap();
     }

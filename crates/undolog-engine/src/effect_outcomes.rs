@@ -2,12 +2,13 @@
 //! (`commit`), its failure, a lease renewal, a wait for the client's input, a call never sent or
 //! in doubt, and an operator's verdict on one in doubt. Each reads the effect, asks the core, and
 //! writes the answer back in one transaction, shared with others where the store allows it
-//! (`update_effect`).
+//! (`update_effect`). Every one but the operator's verdict takes the call's lease token, and the
+//! core refuses it from anyone but the call's owner.
 
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use undolog_store::{Effect, Lease};
-use undolog_types::{EffectId, EffectState, OrgId, Timestamp};
+use undolog_types::{EffectId, LeaseToken, OrgId, Timestamp};
 
 use crate::{
     Engine, Error, Resolution,
@@ -18,8 +19,14 @@ use crate::{
 
 impl Engine {
     /// Records the tool's result for an effect this caller was told to execute.
-    pub async fn commit(&self, org: &OrgId, effect: EffectId, result: Value) -> Result<(), Error> {
-        self.commit_with(org, effect, result, None).await
+    pub async fn commit(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        token: &LeaseToken,
+        result: Value,
+    ) -> Result<(), Error> {
+        self.commit_with(org, effect, token, result, None).await
     }
 
     /// The same, keeping `verdicts` (what the interceptor chains decided about the call) apart
@@ -28,12 +35,13 @@ impl Engine {
         &self,
         org: &OrgId,
         effect: EffectId,
+        token: &LeaseToken,
         result: Value,
         verdicts: Option<Value>,
     ) -> Result<(), Error> {
-        let now = self.now();
+        let (now, token) = (self.now(), token.clone());
         self.update_effect(org, effect, move |e| {
-            core::commit(e, result.clone(), verdicts.clone(), now)
+            core::commit(e, &token, result.clone(), verdicts.clone(), now)
         })
         .await
     }
@@ -43,9 +51,10 @@ impl Engine {
         &self,
         org: &OrgId,
         effect: EffectId,
+        token: &LeaseToken,
         error: impl Into<String>,
     ) -> Result<(), Error> {
-        self.fail_with(org, effect, error, None, None).await
+        self.fail_with(org, effect, token, error, None, None).await
     }
 
     /// The same, keeping `details` (what the tool answered, notes on the call) as the effect's
@@ -55,33 +64,40 @@ impl Engine {
         &self,
         org: &OrgId,
         effect: EffectId,
+        token: &LeaseToken,
         error: impl Into<String>,
         details: Option<Value>,
         verdicts: Option<Value>,
     ) -> Result<(), Error> {
-        let (now, error) = (self.now(), error.into());
+        let (now, error, token) = (self.now(), error.into(), token.clone());
         self.update_effect(org, effect, move |e| {
-            core::fail(e, error.clone(), details.clone(), verdicts.clone(), now)
+            core::fail(
+                e,
+                &token,
+                error.clone(),
+                details.clone(),
+                verdicts.clone(),
+                now,
+            )
         })
         .await
     }
 
     /// Extends this executor's lease on a pending effect whose tool is still running.
-    pub async fn renew_lease(&self, org: &OrgId, effect: EffectId) -> Result<Timestamp, Error> {
+    pub async fn renew_lease(
+        &self,
+        org: &OrgId,
+        effect: EffectId,
+        token: &LeaseToken,
+    ) -> Result<Timestamp, Error> {
         let expires_at = self.now().plus(self.config().lease);
-        let holder = self.config().executor_id.clone();
-        self.update_effect(org, effect, move |mut e| {
-            if e.state != EffectState::Pending {
-                return Err(Error::NotPending {
-                    effect: e.id,
-                    state: e.state,
-                });
-            }
-            e.lease = Some(Lease {
-                holder: holder.clone(),
-                expires_at,
-            });
-            Ok(vec![Write::UpdateEffect(e)])
+        let lease = Lease {
+            holder: self.config().executor_id.clone(),
+            expires_at,
+        };
+        let token = token.clone();
+        self.update_effect(org, effect, move |e| {
+            core::renew_lease(e, &token, lease.clone())
         })
         .await?;
         Ok(expires_at)
@@ -94,12 +110,13 @@ impl Engine {
         &self,
         org: &OrgId,
         effect: EffectId,
+        token: &LeaseToken,
         request: Value,
         verdicts: Option<Value>,
     ) -> Result<(), Error> {
-        let now = self.now();
+        let (now, token) = (self.now(), token.clone());
         self.update_effect(org, effect, move |e| {
-            core::await_input(e, request.clone(), verdicts.clone(), now)
+            core::await_input(e, &token, request.clone(), verdicts.clone(), now)
         })
         .await
     }
@@ -110,12 +127,13 @@ impl Engine {
         &self,
         org: &OrgId,
         effect: EffectId,
+        token: &LeaseToken,
         reason: impl Into<String>,
         verdicts: Option<Value>,
     ) -> Result<(), Error> {
-        let (now, reason) = (self.now(), reason.into());
+        let (now, reason, token) = (self.now(), reason.into(), token.clone());
         self.update_effect(org, effect, move |e| {
-            core::not_sent(e, reason.clone(), verdicts.clone(), now)
+            core::not_sent(e, &token, reason.clone(), verdicts.clone(), now)
         })
         .await
     }
@@ -127,12 +145,13 @@ impl Engine {
         &self,
         org: &OrgId,
         effect: EffectId,
+        token: &LeaseToken,
         error: impl Into<String>,
         verdicts: Option<Value>,
     ) -> Result<(), Error> {
-        let (now, error) = (self.now(), error.into());
+        let (now, error, token) = (self.now(), error.into(), token.clone());
         self.update_effect(org, effect, move |e| {
-            core::doubt(e, error.clone(), verdicts.clone(), now)
+            core::doubt(e, &token, error.clone(), verdicts.clone(), now)
         })
         .await
     }

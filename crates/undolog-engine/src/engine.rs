@@ -9,7 +9,7 @@ use tokio::{
     time::Instant,
 };
 use undolog_store::{Effect, Lease, Session, Store, Tx};
-use undolog_types::{EffectId, EffectState, OrgId, SessionId, Tier, Timestamp};
+use undolog_types::{EffectId, EffectState, LeaseToken, OrgId, SessionId, Tier, Timestamp};
 
 use crate::{
     Call, Clock, EngineConfig, Error, Event, Intercept, SystemClock,
@@ -340,6 +340,7 @@ impl Engine {
                 holder: config.executor_id.clone(),
                 expires_at: now.plus(call.lease.unwrap_or(config.lease)),
             },
+            token: LeaseToken::generate(),
             approval_expires_at: now.plus(config.approval_timeout),
         }
     }

@@ -28,6 +28,12 @@ pub enum Error {
     UnknownApproval(ApprovalId),
     #[error("no session {0} in this org; check the id")]
     UnknownSession(SessionId),
+    #[error(
+        "effect {0} is settled only by the executor it was handed to, with the lease token its \
+         `execute` answer gave; this request carried no such token. Settle the calls you were \
+         told to execute, and no others"
+    )]
+    NotOwner(EffectId),
     #[error("effect {effect} is {state}, not pending: its outcome is recorded once")]
     NotPending {
         effect: EffectId,

@@ -11,7 +11,7 @@
 use std::{future::Future, pin::pin, time::Duration};
 
 use undolog_store::{Beat, BeatReport};
-use undolog_types::{EffectId, OrgId, Timestamp};
+use undolog_types::{EffectId, LeaseToken, OrgId, Timestamp};
 
 use crate::{Engine, Error};
 
@@ -135,17 +135,18 @@ impl Engine {
             .clone()
     }
 
-    /// Runs `work` (the tool of `effect`, which this executor was told to execute), renewing the
-    /// effect's lease every third of the lease while it runs. A renewal that fails is logged and
-    /// tried again at the next tick; `work` is never interrupted.
+    /// Runs `work` (the tool of `effect`, which this executor was told to execute, with `token`),
+    /// renewing the effect's lease every third of the lease while it runs. A renewal that fails
+    /// is logged and tried again at the next tick; `work` is never interrupted.
     pub async fn while_running<T>(
         &self,
         org: &OrgId,
         effect: EffectId,
+        token: &LeaseToken,
         work: impl Future<Output = T>,
     ) -> T {
         renewing(self.config().lease, effect, work, || {
-            self.renew_lease(org, effect)
+            self.renew_lease(org, effect, token)
         })
         .await
     }

@@ -17,7 +17,7 @@ use std::{collections::HashMap, sync::Weak};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use undolog_store::{Session, Tx};
-use undolog_types::{EffectId, LockKey, OrgId, SessionState, Timestamp};
+use undolog_types::{EffectId, LeaseToken, LockKey, OrgId, SessionState, Timestamp};
 
 use crate::{
     Call, Engine, Error, Event, Intercept, Rejection,
@@ -96,7 +96,7 @@ impl Op {
     /// Sends the answer, unless it was sent already (the operation runs again alone after its
     /// batch failed). The effect an `Execute` created that nobody heard, because its caller
     /// stopped waiting: then nobody will send the call.
-    fn send(&mut self, answer: Result<Answer, Error>) -> Option<EffectId> {
+    fn send(&mut self, answer: Result<Answer, Error>) -> Option<(EffectId, LeaseToken)> {
         /// The answer, when nobody took it.
         fn deliver<T>(
             done: &mut Option<oneshot::Sender<Result<T, Error>>>,
@@ -108,13 +108,19 @@ impl Op {
             (Op::Intercept { done, .. }, Ok(Answer::Decision(d))) => {
                 // Only an effect this decision created: one taken over or released after an
                 // approval keeps its history as it is.
-                if let Some(Ok(Decision::Answer(Intercept::Execute { effect_id, .. }, writes))) =
-                    deliver(done, Ok(d))
+                if let Some(Ok(Decision::Answer(
+                    Intercept::Execute {
+                        effect_id,
+                        lease_token,
+                        ..
+                    },
+                    writes,
+                ))) = deliver(done, Ok(d))
                     && writes
                         .iter()
                         .any(|w| matches!(w, Write::InsertEffect(e) if e.id == effect_id))
                 {
-                    return Some(effect_id);
+                    return Some((effect_id, lease_token));
                 }
             }
             (Op::Record { done, .. }, Ok(Answer::Recorded(r))) => _ = deliver(done, Ok(r)),
@@ -503,14 +509,14 @@ impl Engine {
     /// sent: its effect is marked so at once (rejected, as a call that could not be sent), so
     /// that an identical call is decided afresh instead of waiting for the lease to run out.
     fn answer(&self, op: &mut Op, answer: Result<Answer, Error>) {
-        let Some(effect) = op.send(answer) else {
+        let Some((effect, token)) = op.send(answer) else {
             return;
         };
         let (engine, org) = (self.clone(), op.org().clone());
         // On a task: the update waits for a batch, and this one may be what it waits for.
         self.spawn_among_callers(async move {
             let reason = "its caller stopped waiting before the call was sent";
-            if let Err(e) = engine.not_sent(&org, effect, reason, None).await {
+            if let Err(e) = engine.not_sent(&org, effect, &token, reason, None).await {
                 tracing::warn!(error = %e, %effect, "a call nobody will send stays pending until its lease ends");
             }
         });

@@ -2,16 +2,18 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use undolog_types::{ApprovalId, EffectId, SessionState, Timestamp};
+use undolog_types::{ApprovalId, EffectId, LeaseToken, SessionState, Timestamp};
 
 /// The engine's answer to one intercepted call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Intercept {
-    /// Run the tool now, then `commit` or `fail` this effect before the lease runs out.
+    /// Run the tool now, then `commit` or `fail` this effect before the lease runs out,
+    /// presenting `lease_token`: nobody else can settle the call.
     Execute {
         effect_id: EffectId,
         lease_expires_at: Timestamp,
+        lease_token: LeaseToken,
     },
     /// The identical call already ran: here is its stored result; do not run the tool.
     Replay { effect_id: EffectId, result: Value },

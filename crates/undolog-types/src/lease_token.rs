@@ -3,7 +3,7 @@
 //! say it was not sent or awaits input, put it in doubt). The log keeps only its digest, so no
 //! reader of the log, and no API that shows an effect, can learn it.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +14,7 @@ use crate::Error;
 const PREFIX: &str = "lt_";
 /// 32 random bytes, as lowercase hex.
 const HEX_LEN: usize = 64;
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// A call's lease token: unguessable, given to its executor alone. Never printed.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,7 +33,8 @@ impl LeaseToken {
         let mut text = String::with_capacity(PREFIX.len() + HEX_LEN);
         text.push_str(PREFIX);
         for byte in bytes {
-            let _ = write!(text, "{byte:02x}");
+            text.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+            text.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
         }
         LeaseToken(text)
     }

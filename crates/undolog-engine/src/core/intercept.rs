@@ -1,7 +1,9 @@
 //! Deciding what happens to an intercepted call.
 
 use undolog_store::{Approval, Effect, Lease, Session};
-use undolog_types::{ApprovalId, ApprovalState, EffectId, EffectState, SessionState, Timestamp};
+use undolog_types::{
+    ApprovalId, ApprovalState, EffectId, EffectState, LeaseToken, SessionState, Timestamp,
+};
 
 use super::Write;
 use crate::{Call, Error, Intercept, Rejection};
@@ -17,6 +19,9 @@ pub struct InterceptView {
     pub now: Timestamp,
     /// Who would hold the lease, and until when.
     pub lease: Lease,
+    /// The token an `Execute` answer hands its executor: the one credential that settles the
+    /// call (drawn fresh by the executor for every decision).
+    pub token: LeaseToken,
     pub approval_expires_at: Timestamp,
 }
 
@@ -118,11 +123,7 @@ pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Er
         return Ok(Decision::Answer(answer, writes));
     }
 
-    effect.lease = Some(view.lease.clone());
-    let answer = Intercept::Execute {
-        effect_id: effect.id,
-        lease_expires_at: view.lease.expires_at,
-    };
+    let answer = hand_over(&mut effect, &view);
     writes.push(Write::InsertEffect(effect));
     Ok(Decision::Answer(answer, writes))
 }
@@ -353,14 +354,22 @@ fn execute_under_lease(
     view: &InterceptView,
     writes: &mut Vec<Write>,
 ) -> Result<Option<Decision>, Error> {
-    effect.lease = Some(view.lease.clone());
     effect.updated_at = view.now;
-    let intercept = Intercept::Execute {
-        effect_id: effect.id,
-        lease_expires_at: view.lease.expires_at,
-    };
+    let intercept = hand_over(&mut effect, view);
     writes.push(Write::UpdateEffect(effect));
     answer(intercept, writes)
+}
+
+/// Makes this executor the effect's owner: its lease, and the digest of the token that alone
+/// settles the call from now on (an earlier owner's token no longer does).
+fn hand_over(effect: &mut Effect, view: &InterceptView) -> Intercept {
+    effect.lease = Some(view.lease.clone());
+    effect.lease_token = Some(view.token.digest());
+    Intercept::Execute {
+        effect_id: effect.id,
+        lease_expires_at: view.lease.expires_at,
+        lease_token: view.token.clone(),
+    }
 }
 
 fn answer(intercept: Intercept, writes: &mut Vec<Write>) -> Result<Option<Decision>, Error> {

@@ -1,8 +1,13 @@
 //! Completing effects and deciding approvals.
+//!
+//! A call is settled (committed, failed, renewed, not sent, awaiting input, in doubt) only by its
+//! owner: whoever presents the lease token its `Execute` answer handed out. Every surface settles
+//! through these functions, so none can let anyone else do it, whatever the credential's role.
+//! Only an operator's verdict on a call in doubt needs no token: the owner is gone by then.
 
 use serde_json::Value;
-use undolog_store::{Approval, Effect};
-use undolog_types::{ApprovalState, EffectState, Tier, Timestamp};
+use undolog_store::{Approval, Effect, Lease};
+use undolog_types::{ApprovalState, EffectState, LeaseToken, Tier, Timestamp};
 
 use super::Write;
 use crate::Error;
@@ -16,9 +21,30 @@ pub enum Resolution {
     Failed(String),
 }
 
+/// Refuses anyone but the call's owner: the token must be the one its `Execute` answer gave,
+/// and no other executor may have taken the call over since (that gave it a new token). A call
+/// recorded before tokens existed has none, so nobody can settle it: it ends in doubt.
+fn ensure_owner(effect: &Effect, token: &LeaseToken) -> Result<(), Error> {
+    match &effect.lease_token {
+        Some(digest) if digest.matches(token) => Ok(()),
+        _ => Err(Error::NotOwner(effect.id)),
+    }
+}
+
 /// Records the tool's result; a compensable effect goes onto its session's undo stack.
 /// `verdicts` (what the interceptor chains decided) is kept apart, when given.
 pub fn commit(
+    effect: Effect,
+    token: &LeaseToken,
+    result: Value,
+    verdicts: Option<Value>,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
+    ensure_owner(&effect, token)?;
+    record_result(effect, result, verdicts, now)
+}
+
+fn record_result(
     mut effect: Effect,
     result: Value,
     verdicts: Option<Value>,
@@ -42,6 +68,18 @@ pub fn commit(
 /// Records that the tool reported failure; `details` (what the tool answered, notes on the call)
 /// is kept as the effect's result, and `verdicts` apart, when given.
 pub fn fail(
+    effect: Effect,
+    token: &LeaseToken,
+    error: String,
+    details: Option<Value>,
+    verdicts: Option<Value>,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
+    ensure_owner(&effect, token)?;
+    record_failure(effect, error, details, verdicts, now)
+}
+
+fn record_failure(
     mut effect: Effect,
     error: String,
     details: Option<Value>,
@@ -65,10 +103,12 @@ pub fn fail(
 /// never undone), and `request` (the upstream's `input_required` answer) is kept as its result.
 pub fn await_input(
     mut effect: Effect,
+    token: &LeaseToken,
     request: Value,
     verdicts: Option<Value>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
+    ensure_owner(&effect, token)?;
     effect.result = Some(request);
     Ok(vec![Write::UpdateEffect(end(
         effect,
@@ -82,10 +122,12 @@ pub fn await_input(
 /// `rejected` with `reason`, and an identical call later is decided afresh.
 pub fn not_sent(
     mut effect: Effect,
+    token: &LeaseToken,
     reason: String,
     verdicts: Option<Value>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
+    ensure_owner(&effect, token)?;
     effect.error = Some(reason);
     Ok(vec![Write::UpdateEffect(end(
         effect,
@@ -117,16 +159,13 @@ fn end(
 /// (so it is in doubt at once), and `error` says what is known.
 pub fn doubt(
     mut effect: Effect,
+    token: &LeaseToken,
     error: String,
     verdicts: Option<Value>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
-    if effect.state != EffectState::Pending {
-        return Err(Error::NotPending {
-            effect: effect.id,
-            state: effect.state,
-        });
-    }
+    ensure_owner(&effect, token)?;
+    ensure_pending(&effect)?;
     if let Some(lease) = effect.lease.as_mut() {
         lease.expires_at = now;
     }
@@ -135,6 +174,15 @@ pub fn doubt(
         effect.verdicts = verdicts;
     }
     effect.updated_at = now;
+    Ok(vec![Write::UpdateEffect(effect)])
+}
+
+/// The owner's tool is still running: its lease goes on as `lease` says.
+pub fn renew_lease(effect: Effect, token: &LeaseToken, lease: Lease) -> Result<Vec<Write>, Error> {
+    ensure_owner(&effect, token)?;
+    ensure_pending(&effect)?;
+    let mut effect = effect;
+    effect.lease = Some(lease);
     Ok(vec![Write::UpdateEffect(effect)])
 }
 
@@ -155,8 +203,8 @@ pub fn resolve_in_doubt(
     }
     effect.resolved_by = Some(by);
     match resolution {
-        Resolution::Committed(result) => commit(effect, result, None, now),
-        Resolution::Failed(reason) => fail(effect, reason, None, None, now),
+        Resolution::Committed(result) => record_result(effect, result, None, now),
+        Resolution::Failed(reason) => record_failure(effect, reason, None, None, now),
     }
 }
 

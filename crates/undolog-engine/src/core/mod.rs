@@ -10,7 +10,7 @@ mod undo;
 pub use intercept::{Decision, InterceptView, ReadOutcome, decide_intercept, record_read, reject};
 pub use lifecycle::{
     Decider, Resolution, approve, await_input, commit, deny, doubt, expire, fail, not_sent,
-    resolve_in_doubt, withdraw,
+    renew_lease, resolve_in_doubt, withdraw,
 };
 pub use runs::{RunChoice, current_run};
 pub use undo::{

@@ -42,8 +42,12 @@ async fn an_irreversible_call_runs_only_after_approval() {
         (decided.state, decided.decided_by.as_deref()),
         (ApprovalState::Approved, Some("alice"))
     );
-    assert_eq!(must_execute(&engine, send_email("s1")).await, effect);
-    engine.commit(&org(), effect, json!("sent")).await.unwrap();
+    let (executing, token) = must_own(&engine, send_email("s1")).await;
+    assert_eq!(executing, effect);
+    engine
+        .commit(&org(), effect, &token, json!("sent"))
+        .await
+        .unwrap();
     // Sent once: the retry is a replay.
     assert_eq!(
         engine.intercept(send_email("s1")).await.unwrap(),

@@ -3,7 +3,7 @@
 use serde_json::json;
 use undolog_engine::{Call, Engine, EngineConfig, Error, ToolPolicy};
 use undolog_store::SqliteStore;
-use undolog_types::{Args, EffectId, EffectState, Tier};
+use undolog_types::{Args, EffectId, EffectState, LeaseToken, Tier};
 
 use crate::*;
 
@@ -101,11 +101,12 @@ async fn empty_tool_names_and_keys_are_refused() {
 async fn unknown_ids_are_typed_errors() {
     let (engine, _) = engine().await;
     let ghost = EffectId::generate();
+    let token = LeaseToken::generate();
     assert!(
-        matches!(engine.commit(&org(), ghost, json!(1)).await, Err(Error::UnknownEffect(id)) if id == ghost)
+        matches!(engine.commit(&org(), ghost, &token, json!(1)).await, Err(Error::UnknownEffect(id)) if id == ghost)
     );
     assert!(matches!(
-        engine.fail(&org(), ghost, "x").await,
+        engine.fail(&org(), ghost, &token, "x").await,
         Err(Error::UnknownEffect(_))
     ));
     let approval = undolog_types::ApprovalId::generate();
@@ -122,9 +123,13 @@ async fn unknown_ids_are_typed_errors() {
 #[tokio::test]
 async fn a_second_commit_and_a_commit_after_fail_are_refused_and_change_nothing() {
     let (engine, _) = engine().await;
-    let id = run(&engine, transfer("s1", 1), json!("first")).await;
+    let (id, token) = must_own(&engine, transfer("s1", 1)).await;
+    engine
+        .commit(&org(), id, &token, json!("first"))
+        .await
+        .unwrap();
     let err = engine
-        .commit(&org(), id, json!("second"))
+        .commit(&org(), id, &token, json!("second"))
         .await
         .unwrap_err();
     assert!(
@@ -142,14 +147,14 @@ async fn a_second_commit_and_a_commit_after_fail_are_refused_and_change_nothing(
         Some(json!("first"))
     );
     assert!(matches!(
-        engine.fail(&org(), id, "late").await,
+        engine.fail(&org(), id, &token, "late").await,
         Err(Error::NotPending { .. })
     ));
 
-    let failed = must_execute(&engine, transfer("s1", 2)).await;
-    engine.fail(&org(), failed, "boom").await.unwrap();
+    let (failed, token) = must_own(&engine, transfer("s1", 2)).await;
+    engine.fail(&org(), failed, &token, "boom").await.unwrap();
     let err = engine
-        .commit(&org(), failed, json!("late"))
+        .commit(&org(), failed, &token, json!("late"))
         .await
         .unwrap_err();
     assert!(
@@ -169,10 +174,10 @@ async fn a_second_commit_and_a_commit_after_fail_are_refused_and_change_nothing(
 #[tokio::test]
 async fn another_org_cannot_touch_an_effect() {
     let (engine, _) = engine().await;
-    let id = must_execute(&engine, transfer("s1", 1)).await;
+    let (id, token) = must_own(&engine, transfer("s1", 1)).await;
     let other = undolog_types::OrgId::new("globex").unwrap();
     assert!(matches!(
-        engine.commit(&other, id, json!(1)).await,
+        engine.commit(&other, id, &token, json!(1)).await,
         Err(Error::UnknownEffect(_))
     ));
     assert_eq!(

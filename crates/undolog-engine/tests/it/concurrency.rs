@@ -25,16 +25,20 @@ async fn race(engine: &Engine, tool_fails: bool, session: &str) -> Vec<Seen> {
             tokio::spawn(async move {
                 barrier.wait().await;
                 match engine.intercept(transfer(&session, 10)).await {
-                    Ok(Intercept::Execute { effect_id, .. }) => {
+                    Ok(Intercept::Execute {
+                        effect_id,
+                        lease_token,
+                        ..
+                    }) => {
                         tokio::time::sleep(Duration::from_millis(50)).await; // the tool runs
                         if tool_fails {
                             engine
-                                .fail(&org(), effect_id, "insufficient funds")
+                                .fail(&org(), effect_id, &lease_token, "insufficient funds")
                                 .await
                                 .unwrap();
                         } else {
                             engine
-                                .commit(&org(), effect_id, json!({"txn": 1}))
+                                .commit(&org(), effect_id, &lease_token, json!({"txn": 1}))
                                 .await
                                 .unwrap();
                         }
@@ -125,7 +129,7 @@ async fn a_waiter_gives_up_with_a_clear_error_when_the_call_runs_too_long() {
 async fn the_same_idempotency_key_in_flight_waits_for_the_first() {
     let dir = tempfile::tempdir().unwrap();
     let engine = file_engine(&dir).await;
-    let first = must_execute(&engine, transfer("s1", 10).with_idempotency_key("k")).await;
+    let (first, token) = must_own(&engine, transfer("s1", 10).with_idempotency_key("k")).await;
     let second = {
         let engine = engine.clone();
         tokio::spawn(async move {
@@ -135,7 +139,10 @@ async fn the_same_idempotency_key_in_flight_waits_for_the_first() {
         })
     };
     tokio::time::sleep(Duration::from_millis(30)).await;
-    engine.commit(&org(), first, json!("done")).await.unwrap();
+    engine
+        .commit(&org(), first, &token, json!("done"))
+        .await
+        .unwrap();
     assert_eq!(
         second.await.unwrap().unwrap(),
         Intercept::Replay {

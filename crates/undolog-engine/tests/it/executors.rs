@@ -109,7 +109,11 @@ async fn a_short_lease_is_renewed_while_the_tool_runs_so_an_identical_call_waits
     let store = store(&dir).await;
     let gw = gateway(&store, Duration::from_millis(300));
     gw.start_executor("host:8080").await.unwrap();
-    let Intercept::Execute { effect_id, .. } = gw.intercept(transfer("s1", 10)).await.unwrap()
+    let Intercept::Execute {
+        effect_id,
+        lease_token,
+        ..
+    } = gw.intercept(transfer("s1", 10)).await.unwrap()
     else {
         panic!("the first call runs");
     };
@@ -120,12 +124,18 @@ async fn a_short_lease_is_renewed_while_the_tool_runs_so_an_identical_call_waits
             gw.while_running(
                 &org(),
                 effect_id,
+                &lease_token,
                 tokio::time::sleep(Duration::from_millis(1_500)),
             )
             .await;
-            gw.commit(&org(), effect_id, serde_json::json!({"moved": 10}))
-                .await
-                .unwrap();
+            gw.commit(
+                &org(),
+                effect_id,
+                &lease_token,
+                serde_json::json!({"moved": 10}),
+            )
+            .await
+            .unwrap();
         })
     };
     tokio::time::sleep(Duration::from_millis(600)).await;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::json;
 use undolog_engine::Error;
 use undolog_store::Store;
-use undolog_types::{EffectId, EffectState};
+use undolog_types::{EffectId, EffectState, LeaseToken};
 
 use crate::*;
 
@@ -16,10 +16,15 @@ const SESSIONS: usize = 48;
 async fn updates_made_at_once_all_land_and_each_caller_hears_its_own_answer() {
     let dir = tempfile::tempdir().unwrap();
     let engine = file_engine(&dir).await;
-    let mut ids = Vec::new();
+    let mut owned = Vec::new();
     for n in 0..SESSIONS {
-        ids.push(must_execute(&engine, transfer(&format!("s{n}"), n as i64)).await);
+        owned.push(must_own(&engine, transfer(&format!("s{n}"), n as i64)).await);
     }
+    let ids: Vec<EffectId> = owned.iter().map(|(id, _)| *id).collect();
+    let token_of = |id: EffectId| {
+        let found = owned.iter().find(|(owned, _)| *owned == id);
+        found.map_or_else(LeaseToken::generate, |(_, token)| token.clone())
+    };
 
     // Every effect committed at the same moment, beside a second commit of the first effect and a
     // commit of an effect that does not exist.
@@ -32,8 +37,8 @@ async fn updates_made_at_once_all_land_and_each_caller_hears_its_own_answer() {
     let unknown = EffectId::generate();
     updates.push((unknown, json!({})));
     let answers = at_once(updates.into_iter().map(|(id, result)| {
-        let engine = engine.clone();
-        async move { (id, engine.commit(&org(), id, result).await) }
+        let (engine, token) = (engine.clone(), token_of(id));
+        async move { (id, engine.commit(&org(), id, &token, result).await) }
     }))
     .await;
 
@@ -76,11 +81,11 @@ async fn updates_made_at_once_all_land_and_each_caller_hears_its_own_answer() {
 async fn a_lease_renewal_and_a_commit_of_one_effect_at_once_both_take_effect_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let engine = file_engine(&dir).await;
-    let id = must_execute(&engine, transfer("s1", 1)).await;
+    let (id, token) = must_own(&engine, transfer("s1", 1)).await;
     let acme = org();
     let (renewed, committed) = tokio::join!(
-        engine.renew_lease(&acme, id),
-        engine.commit(&acme, id, json!({"ok": true}))
+        engine.renew_lease(&acme, id, &token),
+        engine.commit(&acme, id, &token, json!({"ok": true}))
     );
     committed.unwrap();
     // The renewal ran first (and succeeded) or after the commit (and was refused): never lost.

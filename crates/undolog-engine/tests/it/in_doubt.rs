@@ -96,9 +96,9 @@ async fn only_in_doubt_effects_can_be_resolved_by_hand() {
 #[tokio::test]
 async fn renewing_the_lease_keeps_a_long_call_out_of_doubt() {
     let (engine, clock) = engine().await;
-    let id = must_execute(&engine, transfer("s1", 10)).await;
+    let (id, token) = must_own(&engine, transfer("s1", 10)).await;
     clock.advance(engine.config().lease / 2);
-    engine.renew_lease(&org(), id).await.unwrap();
+    engine.renew_lease(&org(), id, &token).await.unwrap();
     clock.advance(engine.config().lease / 2 + std::time::Duration::from_secs(1));
     assert!(engine.in_doubt(&org()).await.unwrap().is_empty());
 }
@@ -106,12 +106,13 @@ async fn renewing_the_lease_keeps_a_long_call_out_of_doubt() {
 #[tokio::test]
 async fn an_executor_that_lost_the_answer_puts_the_effect_in_doubt_at_once() {
     let (engine, _) = engine().await;
-    let id = must_execute(&engine, transfer("s1", 10)).await;
+    let (id, token) = must_own(&engine, transfer("s1", 10)).await;
     // The request went upstream and its answer was lost: no waiting out the lease.
     engine
         .doubt(
             &org(),
             id,
+            &token,
             "upstream `bank` closed the connection before answering",
             None,
         )
@@ -150,7 +151,10 @@ async fn an_executor_that_lost_the_answer_puts_the_effect_in_doubt_at_once() {
         .await
         .unwrap();
     // Only a pending effect can be in doubt.
-    let err = engine.doubt(&org(), id, "again", None).await.unwrap_err();
+    let err = engine
+        .doubt(&org(), id, &token, "again", None)
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             err,

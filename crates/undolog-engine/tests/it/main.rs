@@ -15,6 +15,7 @@ mod rejected;
 mod remembered;
 mod replay;
 mod runs;
+mod settle_decisions;
 mod snapshots;
 mod undo;
 mod undo_decisions;
@@ -25,7 +26,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 use serde_json::{Value, json};
 use undolog_engine::{Call, Decider, Engine, EngineConfig, Intercept, ManualClock, ToolPolicy};
 use undolog_store::{Compensation, SqliteOptions, SqliteStore};
-use undolog_types::{Args, EffectId, OrgId, SessionId, Tier, Timestamp};
+use undolog_types::{Args, EffectId, LeaseToken, OrgId, SessionId, Tier, Timestamp};
 
 /// An engine over a fresh in-memory store, with a clock the test moves.
 pub async fn engine() -> (Engine, ManualClock) {
@@ -125,16 +126,26 @@ pub fn person(name: &str) -> Decider {
 
 /// Intercepts a call that must execute, and returns its effect id.
 pub async fn must_execute(engine: &Engine, call: Call) -> EffectId {
+    must_own(engine, call).await.0
+}
+
+/// Intercepts a call that must execute, and returns its effect id and the lease token that
+/// settles it.
+pub async fn must_own(engine: &Engine, call: Call) -> (EffectId, LeaseToken) {
     match engine.intercept(call).await.unwrap() {
-        Intercept::Execute { effect_id, .. } => effect_id,
+        Intercept::Execute {
+            effect_id,
+            lease_token,
+            ..
+        } => (effect_id, lease_token),
         other => panic!("expected execute, got {other:?}"),
     }
 }
 
 /// Intercepts, executes and commits a call; returns its effect id.
 pub async fn run(engine: &Engine, call: Call, result: Value) -> EffectId {
-    let id = must_execute(engine, call).await;
-    engine.commit(&org(), id, result).await.unwrap();
+    let (id, token) = must_own(engine, call).await;
+    engine.commit(&org(), id, &token, result).await.unwrap();
     id
 }
 

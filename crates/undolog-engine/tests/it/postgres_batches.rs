@@ -153,14 +153,14 @@ async fn a_calls_outcome_joins_its_sessions_next_transaction() {
     let engine = postgres_engine(&db).await;
     let mut ran = Vec::new();
     for n in 0..TRANSFERS {
-        ran.push(must_execute(&engine, transfer("s1", n as i64)).await);
+        ran.push(must_own(&engine, transfer("s1", n as i64)).await);
     }
     // Their outcomes arrive while new calls of the same session are intercepted.
-    let outcomes = ran.iter().map(|&id| {
-        let engine = engine.clone();
+    let outcomes = ran.iter().map(|(id, token)| {
+        let (engine, id, token) = (engine.clone(), *id, token.clone());
         Box::pin(async move {
             engine
-                .commit(&org(), id, json!({"ok": true}))
+                .commit(&org(), id, &token, json!({"ok": true}))
                 .await
                 .map(|()| id)
         }) as std::pin::Pin<Box<dyn Future<Output = Result<EffectId, Error>> + Send>>
@@ -178,7 +178,7 @@ async fn a_calls_outcome_joins_its_sessions_next_transaction() {
         .await
         .unwrap();
     for effect in &effects {
-        let expected = if ran.contains(&effect.id) {
+        let expected = if ran.iter().any(|(id, _)| *id == effect.id) {
             EffectState::Committed
         } else {
             EffectState::Pending
@@ -290,10 +290,10 @@ async fn batches_whose_callers_go_elsewhere_run_on_the_engines_thread_which_ends
     // it while that batch's leader yields, however slow the machine.
     let pause = || tokio::time::sleep(std::time::Duration::from_millis(1));
     for amount in 0..CALLS as i64 {
-        let id = must_execute(&engine, transfer("s1", amount)).await;
+        let (id, token) = must_own(&engine, transfer("s1", amount)).await;
         pause().await;
         engine
-            .commit(&org(), id, json!({"ok": true}))
+            .commit(&org(), id, &token, json!({"ok": true}))
             .await
             .unwrap();
         pause().await;

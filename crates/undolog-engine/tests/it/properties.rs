@@ -9,7 +9,9 @@ use undolog_engine::{
     Call, Compensated, Compensator, Engine, EngineConfig, Error, Intercept, ManualClock,
 };
 use undolog_store::{Effect, SqliteStore};
-use undolog_types::{ApprovalId, ApprovalState, EffectId, EffectState, Tier, Timestamp};
+use undolog_types::{
+    ApprovalId, ApprovalState, EffectId, EffectState, LeaseToken, Tier, Timestamp,
+};
 
 use crate::*;
 
@@ -101,7 +103,7 @@ async fn play(ops: Vec<Op>) -> Result<(), TestCaseError> {
         config,
         Arc::new(clock.clone()),
     );
-    let mut executing: Vec<EffectId> = Vec::new();
+    let mut executing: Vec<(EffectId, LeaseToken)> = Vec::new();
     let mut approvals: Vec<ApprovalId> = Vec::new();
     let mut executions: HashMap<EffectId, u32> = HashMap::new();
     let pick = |n: usize, len: usize| (len > 0).then(|| n % len);
@@ -114,9 +116,13 @@ async fn play(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 session,
                 keyed,
             } => match engine.intercept(call(tool, amount, session, keyed)).await {
-                Ok(Intercept::Execute { effect_id, .. }) => {
+                Ok(Intercept::Execute {
+                    effect_id,
+                    lease_token,
+                    ..
+                }) => {
                     *executions.entry(effect_id).or_default() += 1;
-                    executing.push(effect_id);
+                    executing.push((effect_id, lease_token));
                     Ok(())
                 }
                 Ok(Intercept::AwaitingApproval { approval_id, .. }) => {
@@ -128,17 +134,15 @@ async fn play(ops: Vec<Op>) -> Result<(), TestCaseError> {
             },
             Op::Commit(n) => match pick(n, executing.len()) {
                 Some(i) => {
-                    engine
-                        .commit(&org(), executing.remove(i), json!({"ok": n}))
-                        .await
+                    let (id, token) = executing.remove(i);
+                    engine.commit(&org(), id, &token, json!({"ok": n})).await
                 }
                 None => Ok(()),
             },
             Op::Fail(n) => match pick(n, executing.len()) {
                 Some(i) => {
-                    engine
-                        .fail(&org(), executing.remove(i), "tool failed")
-                        .await
+                    let (id, token) = executing.remove(i);
+                    engine.fail(&org(), id, &token, "tool failed").await
                 }
                 None => Ok(()),
             },

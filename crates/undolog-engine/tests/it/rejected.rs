@@ -51,10 +51,10 @@ async fn an_identical_call_after_a_rejection_is_decided_afresh() {
         .await
         .unwrap()
         .unwrap();
-    let ran = must_execute(&engine, transfer("s1", 10)).await;
+    let (ran, token) = must_own(&engine, transfer("s1", 10)).await;
     assert_ne!(rejected, ran);
     engine
-        .commit(&org(), ran, json!({"ok": true}))
+        .commit(&org(), ran, &token, json!({"ok": true}))
         .await
         .unwrap();
     assert!(matches!(
@@ -97,13 +97,14 @@ async fn nothing_is_recorded_in_a_closed_session() {
 #[tokio::test]
 async fn a_failure_keeps_what_the_tool_answered_and_the_verdicts_apart() {
     let (engine, _) = engine().await;
-    let id = must_execute(&engine, transfer("s1", 10)).await;
+    let (id, token) = must_own(&engine, transfer("s1", 10)).await;
     let details = json!({"content": [{"type": "text", "text": "no"}], "isError": true});
     let verdicts = json!({"request": {"status": "success"}});
     engine
         .fail_with(
             &org(),
             id,
+            &token,
             "upstream timed out",
             Some(details.clone()),
             Some(verdicts.clone()),

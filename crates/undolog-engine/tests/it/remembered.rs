@@ -76,11 +76,12 @@ async fn a_call_another_gateway_recorded_meanwhile_is_replayed_not_run_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outcome_is_not_written_over_one_recorded_meanwhile() {
     on_both_stores(|a, b| async move {
-        let id = must_execute(&a, transfer("s1", 1)).await;
-        b.fail(&org(), id, "recorded elsewhere first")
+        // The owner's token reaches the other gateway too (an SDK caller behind a balancer).
+        let (id, token) = must_own(&a, transfer("s1", 1)).await;
+        b.fail(&org(), id, &token, "recorded elsewhere first")
             .await
             .unwrap();
-        let late = a.commit(&org(), id, json!({"id": 1})).await;
+        let late = a.commit(&org(), id, &token, json!({"id": 1})).await;
         assert!(
             matches!(
                 late,
@@ -103,17 +104,22 @@ async fn an_outcome_is_not_written_over_one_recorded_meanwhile() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outcomes_at_once_keep_theirs_when_one_was_recorded_meanwhile() {
     on_both_stores(|a, b| async move {
-        let mut ids = Vec::new();
+        let mut owned = Vec::new();
         for n in 0..AT_ONCE {
-            ids.push(must_execute(&a, transfer("s1", n)).await);
+            owned.push(must_own(&a, transfer("s1", n)).await);
         }
-        let recorded_elsewhere = ids[ids.len() / 2];
-        b.fail(&org(), recorded_elsewhere, "recorded elsewhere first")
-            .await
-            .unwrap();
-        let answers = at_once(ids.iter().map(|&id| {
+        let (recorded_elsewhere, its_token) = owned[owned.len() / 2].clone();
+        b.fail(
+            &org(),
+            recorded_elsewhere,
+            &its_token,
+            "recorded elsewhere first",
+        )
+        .await
+        .unwrap();
+        let answers = at_once(owned.iter().cloned().map(|(id, token)| {
             let a = a.clone();
-            async move { (id, a.commit(&org(), id, json!({"ok": true})).await) }
+            async move { (id, a.commit(&org(), id, &token, json!({"ok": true})).await) }
         }))
         .await;
         for (id, answer) in answers {

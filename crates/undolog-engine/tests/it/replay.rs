@@ -56,9 +56,9 @@ async fn read_only_calls_run_every_time_and_are_logged() {
 #[tokio::test]
 async fn a_failed_call_is_answered_with_its_error_not_run_again() {
     let (engine, _) = engine().await;
-    let first = must_execute(&engine, transfer("s1", 10)).await;
+    let (first, token) = must_own(&engine, transfer("s1", 10)).await;
     engine
-        .fail(&org(), first, "upstream said no")
+        .fail(&org(), first, &token, "upstream said no")
         .await
         .unwrap();
     assert_eq!(
@@ -202,21 +202,21 @@ async fn events_describe_what_happened() {
 #[tokio::test]
 async fn an_input_round_is_neither_done_nor_failed_and_is_never_replayed() {
     let (engine, _) = engine().await;
-    let first = must_execute(&engine, transfer("s1", 10)).await;
+    let (first, token) = must_own(&engine, transfer("s1", 10)).await;
     let asked = json!({"resultType": "input_required", "inputRequests": {"pin": {}}});
     engine
-        .await_input(&org(), first, asked.clone(), None)
+        .await_input(&org(), first, &token, asked.clone(), None)
         .await
         .unwrap();
     let effect = engine.effect(&org(), first).await.unwrap();
     assert_eq!(effect.state, EffectState::InputRequired);
     assert_eq!(effect.result, Some(asked), "the upstream's request is kept");
     // Asked again, identically: a call of its own, run again.
-    let again = must_execute(&engine, transfer("s1", 10)).await;
+    let (again, token) = must_own(&engine, transfer("s1", 10)).await;
     assert_ne!(again, first);
     // Not done, so not undone: only the committed call is compensated.
     engine
-        .commit(&org(), again, json!({"txn": 2}))
+        .commit(&org(), again, &token, json!({"txn": 2}))
         .await
         .unwrap();
     engine.close_session(&org(), &session("s1")).await.unwrap();

@@ -82,8 +82,7 @@ async fn a_run_that_was_undone_is_not_joined_again() {
 }
 
 async fn run_call(engine: &undolog_engine::Engine, run: &SessionId) {
-    let id = must_execute(engine, in_run(run, 5)).await;
-    engine.commit(&org(), id, json!("ok")).await.unwrap();
+    crate::run(engine, in_run(run, 5), json!("ok")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -38,10 +38,16 @@ impl Compensator for Ledger {
 async fn undo_runs_compensations_in_reverse_order_of_completion() {
     let (engine, _) = engine().await;
     // Intercepted 1, 2, 3 but completed 2, 1, 3.
-    let one = must_execute(&engine, transfer("s1", 1)).await;
-    let two = must_execute(&engine, transfer("s1", 2)).await;
-    engine.commit(&org(), two, json!("ok")).await.unwrap();
-    engine.commit(&org(), one, json!("ok")).await.unwrap();
+    let (one, one_token) = must_own(&engine, transfer("s1", 1)).await;
+    let (two, two_token) = must_own(&engine, transfer("s1", 2)).await;
+    engine
+        .commit(&org(), two, &two_token, json!("ok"))
+        .await
+        .unwrap();
+    engine
+        .commit(&org(), one, &one_token, json!("ok"))
+        .await
+        .unwrap();
     let three = run(&engine, transfer("s1", 3), json!("ok")).await;
     run(&engine, get_balance("s1"), json!(5)).await; // nothing to undo
 

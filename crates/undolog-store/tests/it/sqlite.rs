@@ -27,7 +27,7 @@ async fn a_file_store_keeps_committed_rows_across_reopen() {
         tx.commit().await.unwrap();
     }
     let store = SqliteStore::open(SqliteOptions::file(&path)).await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 6);
+    assert_eq!(store.schema_version().await.unwrap(), 7);
     let mut tx = store.begin(&org).await.unwrap();
     let s = tx
         .session(&SessionId::new("s1").unwrap())
@@ -76,7 +76,7 @@ async fn a_version_2_log_upgrades_with_its_keys_as_agents() {
     drop(old);
 
     let store = SqliteStore::open(SqliteOptions::file(&path)).await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 6);
+    assert_eq!(store.schema_version().await.unwrap(), 7);
     let key = store.api_key_by_hash("h1").await.unwrap().unwrap();
     assert_eq!(
         (key.role, key.revoked_at),
