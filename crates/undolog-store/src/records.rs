@@ -3,9 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use undolog_types::{
-    TokenDigest,
     ApprovalId, ApprovalState, Args, EffectId, EffectState, OrgId, Role, SessionId, SessionState,
-    Signature, Tier, Timestamp,
+    Signature, Tier, Timestamp, TokenDigest,
 };
 
 /// One agent session: the unit of replay and of undo.

@@ -202,7 +202,10 @@ pub async fn a_lease_token_is_kept_by_every_write_of_an_effect(store: Arc<dyn St
         expires_at: Timestamp(12_000),
     });
     let mut tx = store.begin(&org("acme")).await.unwrap();
-    assert_eq!(stored_token(&mut *tx, first.id).await, taken_over.lease_token);
+    assert_eq!(
+        stored_token(&mut *tx, first.id).await,
+        taken_over.lease_token
+    );
     tx.replace_effect(&taken_over, &again).await.unwrap();
     tx.commit().await.unwrap();
 
