@@ -35,12 +35,17 @@ async fn in_process(gateway: &Gateway) {
     )
     .with_caller("local operator");
     let engine = gateway.engine().expect("a local engine");
-    let Intercept::Execute { effect_id, .. } = engine.intercept(call).await.unwrap() else {
+    let Intercept::Execute {
+        effect_id,
+        lease_token,
+        ..
+    } = engine.intercept(call).await.unwrap()
+    else {
         panic!("a new call runs");
     };
     let org = OrgId::new("default").unwrap();
     engine
-        .commit(&org, effect_id, json!({"paid": n}))
+        .commit(&org, effect_id, &lease_token, json!({"paid": n}))
         .await
         .unwrap();
 }
@@ -63,6 +68,7 @@ async fn over_grpc(mut client: EffectEngineClient<Channel>) {
         result_json: json!({"paid": n}).to_string(),
         verdicts_json: None,
         without_effect: true,
+        lease_token: run.lease_token,
     };
     client.commit(commit).await.unwrap();
 }

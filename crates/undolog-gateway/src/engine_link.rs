@@ -10,7 +10,7 @@ use undolog_engine::{
     Resolution, StepOutcome, UndoPlanned, UndoProgress, UndoReport,
 };
 use undolog_store::{Approval, Effect, Session};
-use undolog_types::{ApprovalId, ApprovalState, EffectId, OrgId, SessionId, Timestamp};
+use undolog_types::{ApprovalId, ApprovalState, EffectId, LeaseToken, OrgId, SessionId, Timestamp};
 
 use crate::{
     Error,
@@ -92,14 +92,16 @@ impl EngineLink {
         Ok(undolog_engine::validate(self.config(), call)?)
     }
 
-    /// Records the tool's result for an effect this caller was told to execute.
+    /// Records the tool's result for an effect this caller was told to execute; `token` is the
+    /// lease token that Execute answer carried.
     pub(crate) async fn commit(
         &self,
         org: &OrgId,
         effect: EffectId,
+        token: &LeaseToken,
         result: Value,
     ) -> Result<(), Error> {
-        self.commit_with(org, effect, result, None).await
+        self.commit_with(org, effect, token, result, None).await
     }
 
     /// Records that the tool failed, and why.
@@ -107,9 +109,11 @@ impl EngineLink {
         &self,
         org: &OrgId,
         effect: EffectId,
+        token: &LeaseToken,
         error: impl Into<String>,
     ) -> Result<(), Error> {
-        self.fail_with(org, effect, error.into(), None, None).await
+        self.fail_with(org, effect, token, error.into(), None, None)
+            .await
     }
 
     /// Runs `work`, keeping `effect`'s lease while it runs.
@@ -117,11 +121,12 @@ impl EngineLink {
         &self,
         org: &OrgId,
         effect: EffectId,
+        token: &LeaseToken,
         work: impl Future<Output = T>,
     ) -> T {
         match self {
-            Local(engine) => Box::pin(engine.while_running(org, effect, work)).await,
-            Remote(remote) => Box::pin(remote.while_running(effect, work)).await,
+            Local(engine) => Box::pin(engine.while_running(org, effect, token, work)).await,
+            Remote(remote) => Box::pin(remote.while_running(effect, token, work)).await,
         }
     }
 
@@ -156,36 +161,44 @@ impl EngineLink {
             e => e.record_read(call, effect, started, outcome, verdicts),
             r => r.record_read(call, effect, started, outcome, verdicts)
         }
-        fn commit_with(&self, org: &OrgId, effect: EffectId, result: Value, verdicts: Option<Value>)
-            -> () {
-            e => e.commit_with(org, effect, result, verdicts),
-            r => r.commit_with(effect, result, verdicts)
-        }
-        fn fail_with(
-            &self, org: &OrgId, effect: EffectId, error: String, details: Option<Value>,
+        fn commit_with(
+            &self, org: &OrgId, effect: EffectId, token: &LeaseToken, result: Value,
             verdicts: Option<Value>
         ) -> () {
-            e => e.fail_with(org, effect, error, details, verdicts),
-            r => r.fail_with(effect, error, details, verdicts)
+            e => e.commit_with(org, effect, token, result, verdicts),
+            r => r.commit_with(effect, token, result, verdicts)
         }
-        fn not_sent(&self, org: &OrgId, effect: EffectId, reason: String, verdicts: Option<Value>)
-            -> () {
-            e => e.not_sent(org, effect, reason, verdicts),
-            r => r.note(Note::NotSent, effect, reason.into(), verdicts)
+        fn fail_with(
+            &self, org: &OrgId, effect: EffectId, token: &LeaseToken, error: String,
+            details: Option<Value>, verdicts: Option<Value>
+        ) -> () {
+            e => e.fail_with(org, effect, token, error, details, verdicts),
+            r => r.fail_with(effect, token, error, details, verdicts)
         }
-        fn doubt(&self, org: &OrgId, effect: EffectId, error: String, verdicts: Option<Value>)
-            -> () {
-            e => e.doubt(org, effect, error, verdicts),
-            r => r.note(Note::Doubt, effect, error.into(), verdicts)
+        fn not_sent(
+            &self, org: &OrgId, effect: EffectId, token: &LeaseToken, reason: String,
+            verdicts: Option<Value>
+        ) -> () {
+            e => e.not_sent(org, effect, token, reason, verdicts),
+            r => r.note(Note::NotSent, effect, token, reason.into(), verdicts)
         }
-        fn await_input(&self, org: &OrgId, effect: EffectId, request: Value, verdicts: Option<Value>)
-            -> () {
-            e => e.await_input(org, effect, request, verdicts),
-            r => r.note(Note::AwaitInput, effect, request, verdicts)
+        fn doubt(
+            &self, org: &OrgId, effect: EffectId, token: &LeaseToken, error: String,
+            verdicts: Option<Value>
+        ) -> () {
+            e => e.doubt(org, effect, token, error, verdicts),
+            r => r.note(Note::Doubt, effect, token, error.into(), verdicts)
         }
-        fn renew_lease(&self, org: &OrgId, effect: EffectId) -> Timestamp {
-            e => e.renew_lease(org, effect),
-            r => r.renew_lease(effect)
+        fn await_input(
+            &self, org: &OrgId, effect: EffectId, token: &LeaseToken, request: Value,
+            verdicts: Option<Value>
+        ) -> () {
+            e => e.await_input(org, effect, token, request, verdicts),
+            r => r.note(Note::AwaitInput, effect, token, request, verdicts)
+        }
+        fn renew_lease(&self, org: &OrgId, effect: EffectId, token: &LeaseToken) -> Timestamp {
+            e => e.renew_lease(org, effect, token),
+            r => r.renew_lease(effect, token)
         }
         fn effect(&self, org: &OrgId, id: EffectId) -> Effect {
             e => e.effect(org, id),

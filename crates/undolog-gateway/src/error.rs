@@ -144,7 +144,7 @@ impl Error {
                 E::UnknownEffect(_) | E::UnknownApproval(_) | E::UnknownSession(_) => {
                     StatusCode::NOT_FOUND
                 }
-                E::OwnCall { .. } => StatusCode::FORBIDDEN,
+                E::OwnCall { .. } | E::NotOwner(_) => StatusCode::FORBIDDEN,
                 E::NotPending { .. }
                 | E::AlreadyDecided { .. }
                 | E::UndoRunning { .. }
@@ -210,6 +210,7 @@ impl Error {
                 E::NotPending { .. } => "not_pending",
                 E::AlreadyDecided { .. } => "already_decided",
                 E::OwnCall { .. } => "own_call",
+                E::NotOwner(_) => "not_owner",
                 E::ApprovalExpired(_) => "approval_expired",
                 E::StillRunning { .. } => "still_running",
                 E::ApprovalWaitTimedOut(_) => "still_waiting_for_approval",

@@ -131,7 +131,8 @@ pub struct Effect {
     pub lease: Option<Lease>,
     /// The digest of the lease token its executor was given (`Intercept::Execute`): whoever
     /// settles the call must present that token. Kept after the call ends; replaced when another
-    /// executor takes the call over.
+    /// executor takes the call over. Never shown: no API answers it.
+    #[serde(default, skip_serializing)]
     pub lease_token: Option<TokenDigest>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,

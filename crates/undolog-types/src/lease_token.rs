@@ -70,6 +70,13 @@ impl fmt::Debug for LeaseToken {
     }
 }
 
+impl std::str::FromStr for LeaseToken {
+    type Err = Error;
+    fn from_str(text: &str) -> Result<LeaseToken, Error> {
+        LeaseToken::parse(text)
+    }
+}
+
 impl TryFrom<String> for LeaseToken {
     type Error = Error;
     fn try_from(text: String) -> Result<LeaseToken, Error> {

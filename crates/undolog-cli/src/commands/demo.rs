@@ -205,9 +205,15 @@ async fn call(
     let answer = engine.intercept(call).await?;
     let tier = policy(tool).tier;
     match &answer {
-        Intercept::Execute { effect_id, .. } => {
+        Intercept::Execute {
+            effect_id,
+            lease_token,
+            ..
+        } => {
             let result = bank.run(tool, &args);
-            engine.commit(org, *effect_id, result.clone()).await?;
+            engine
+                .commit(org, *effect_id, lease_token, result.clone())
+                .await?;
             println!(
                 "{tool:<12} {tier:<13} executed  {} -> {result}",
                 short(&effect_id.to_string())

@@ -49,6 +49,7 @@ fn engine_serves_grpc_on_loopback_and_refuses_a_public_address_without_keys() {
             result_json: json!({"found": true}).to_string(),
             verdicts_json: None,
             without_effect: false,
+            lease_token: run.lease_token,
         };
         client.commit(commit).await.unwrap();
         let again = client.intercept(call()).await.unwrap().into_inner();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use rmcp::model::{CallToolRequestParams, ServerResult};
 use serde_json::Value;
 use undolog_engine::{Call, ReadOutcome, Rejection, crash_points};
-use undolog_types::{EffectId, OrgId, Timestamp};
+use undolog_types::{EffectId, LeaseToken, OrgId, Timestamp};
 
 use super::{Caller, Outcome, ToolCall};
 use crate::{
@@ -36,7 +36,7 @@ impl Gateway {
             effect_id,
             read_only,
             idempotent,
-            unrecorded,
+            recording,
             context,
             request_record,
             schema,
@@ -65,11 +65,16 @@ impl Gateway {
                 caller.upstream_meta.clone(),
                 schema,
             );
-            match unrecorded {
+            match recording {
                 // Nothing recorded, so no lease to keep.
-                Some(_) => sent.await,
+                Recording::After(..) => sent.await,
                 // The lease is renewed while the upstream works: it runs out only if we die.
-                None => self.engine.while_running(&call.org, effect_id, sent).await,
+                Recording::Owned(token) => {
+                    let engine = &self.engine;
+                    engine
+                        .while_running(&call.org, effect_id, token, sent)
+                        .await
+                }
             }
         };
         crash_points::crash_point("call::after_intent");
@@ -125,11 +130,19 @@ impl Gateway {
             },
             // Recorded when the upstream's task ends; the effect stays pending (its lease renewed)
             // while the gateway follows it.
-            Ok(ServerResult::CreateTaskResult(created)) => Outcome::UpstreamTask {
-                effect_id,
-                upstream,
-                task_id: created.task.task_id,
-                poll: Duration::from_millis(created.task.poll_interval_ms.unwrap_or(1000)),
+            Ok(ServerResult::CreateTaskResult(created)) => match recording {
+                Recording::Owned(token) => Outcome::UpstreamTask {
+                    effect_id,
+                    lease_token: token.clone(),
+                    upstream,
+                    task_id: created.task.task_id,
+                    poll: Duration::from_millis(created.task.poll_interval_ms.unwrap_or(1000)),
+                },
+                // Such calls are not sent unrecorded (see `read_outcome`).
+                Recording::After(..) => failed(
+                    "the upstream made a task of a call sent without a record".into(),
+                    None,
+                ),
             },
             Ok(_) => failed(
                 "the upstream answered in a form this gateway does not know".into(),
@@ -143,15 +156,16 @@ impl Gateway {
             Err(UpstreamError::Unavailable { upstream, reason }) => {
                 let verdicts = || interceptors::verdicts(request_record, None);
                 let why = format!("upstream `{upstream}` cannot be reached: {reason}");
-                let refused = match unrecorded {
-                    Some(sent) => {
+                let refused = match recording {
+                    Recording::After(sent, at) => {
                         let record = || (ReadOutcome::NotSent(why.clone()), verdicts());
-                        self.record_read(&call.session, sent, effect_id, record)
+                        self.record_read(&call.session, (sent, at), effect_id, record)
                             .await?
                     }
-                    None => {
+                    Recording::Owned(token) => {
+                        let engine = &self.engine;
                         let recorded =
-                            (self.engine).not_sent(&call.org, effect_id, why, verdicts());
+                            engine.not_sent(&call.org, effect_id, token, why, verdicts());
                         if let Err(e) = recorded.await {
                             tracing::warn!(%effect_id, error = %e, "a call not sent is not recorded");
                         }
@@ -180,22 +194,17 @@ impl Gateway {
         };
         crash_points::crash_point("call::before_commit");
         let verdicts = interceptors::verdicts(request_record, response_record.as_ref());
-        if let Some(sent) = unrecorded {
+        if let Recording::After(sent, at) = recording {
             // Read only: one record, finished. If the store cannot take it, nothing is recorded
             // and a retry is harmless (503, as for any call the store refused).
             let record = || (read_outcome(&outcome), verdicts.clone());
-            let refused = self.record_read(&call.session, sent, effect_id, record);
+            let refused = self.record_read(&call.session, (sent, at), effect_id, record);
             if let Some(refused) = refused.await? {
                 return Ok(refused);
             }
-        } else {
-            let record = record_outcome(
-                &self.engine,
-                &call.org,
-                effect_id,
-                &outcome,
-                verdicts.clone(),
-            );
+        } else if let Recording::Owned(token) = recording {
+            let owner = (effect_id, token);
+            let record = record_outcome(&self.engine, &call.org, owner, &outcome, verdicts.clone());
             let recorded = self.store_op("record_outcome", record).await;
             // The tool has run (or failed) upstream: if the log cannot take the outcome, say so
             // plainly, and keep trying to record it (the store may be back in a moment); until
@@ -204,7 +213,7 @@ impl Gateway {
                 record_later(
                     self.engine.clone(),
                     call.org.clone(),
-                    effect_id,
+                    (effect_id, token.clone()),
                     outcome,
                     verdicts,
                 );
@@ -256,7 +265,7 @@ impl Gateway {
             effect_id: run.effect_id,
             read_only: run.read_only,
             idempotent: run.idempotent,
-            unrecorded: None,
+            recording: Recording::Owned(&run.lease_token),
             context: &run.context,
             request_record: run.request_record.as_ref(),
             schema: None,
@@ -303,6 +312,8 @@ pub(crate) struct OwnedRun {
     pub(crate) upstream: usize,
     pub(crate) upstream_name: String,
     pub(crate) effect_id: EffectId,
+    /// The effect's lease token, which settles it.
+    pub(crate) lease_token: LeaseToken,
     pub(crate) read_only: bool,
     pub(crate) idempotent: bool,
     pub(crate) context: undolog_interceptors::InvocationContext,
@@ -318,13 +329,22 @@ pub(super) struct Run<'a> {
     pub(super) read_only: bool,
     /// Running it twice is harmless: a call whose answer was lost is sent once more.
     pub(super) idempotent: bool,
-    /// A read-only call sent with no record before it (the engine call, and when it was sent):
-    /// it is recorded once, finished, after it ran.
-    pub(super) unrecorded: Option<(&'a Call, Timestamp)>,
+    pub(super) recording: Recording<'a>,
     pub(super) context: &'a undolog_interceptors::InvocationContext,
     pub(super) request_record: Option<&'a undolog_interceptors::ChainExecutionResult>,
     /// The tool's input schema, when known here: whether its arguments travel as headers too.
     pub(super) schema: Option<&'a rmcp::model::JsonObject>,
+}
+
+/// How a call's run is recorded.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Recording<'a> {
+    /// Recorded before it was sent: the engine handed this process the effect with its lease
+    /// token, which alone settles it.
+    Owned(&'a LeaseToken),
+    /// A read-only call sent with no record before it (the engine call, and when it was sent):
+    /// it is recorded once, finished, after it ran.
+    After(&'a Call, Timestamp),
 }
 
 /// How a read-only call without a record ended, for its one record.
@@ -352,44 +372,35 @@ fn read_outcome(outcome: &Outcome) -> ReadOutcome {
 async fn record_outcome(
     engine: &EngineLink,
     org: &OrgId,
-    effect_id: EffectId,
+    (effect_id, token): (EffectId, &LeaseToken),
     outcome: &Outcome,
     verdicts: Option<Value>,
 ) -> Result<(), Error> {
     match outcome {
         Outcome::Executed { result, .. } => {
+            let result = result.clone();
             engine
-                .commit_with(org, effect_id, result.clone(), verdicts)
+                .commit_with(org, effect_id, token, result, verdicts)
                 .await
         }
         Outcome::Failed { error, result, .. } => {
             // The tool's own error result, to replay as it was.
-            engine
-                .fail_with(org, effect_id, error.clone(), result.clone(), verdicts)
-                .await
+            let (error, result) = (error.clone(), result.clone());
+            (engine.fail_with(org, effect_id, token, error, result, verdicts)).await
         }
         Outcome::Refused { error, .. } => {
-            let details = serde_json::json!({ "error": error });
-            engine
-                .fail_with(
-                    org,
-                    effect_id,
-                    format!("the upstream refused the call: {}", error.message),
-                    Some(details),
-                    verdicts,
-                )
-                .await
+            let details = Some(serde_json::json!({ "error": error }));
+            let error = format!("the upstream refused the call: {}", error.message);
+            (engine.fail_with(org, effect_id, token, error, details, verdicts)).await
         }
         // Not done and not to be undone: the client's answer is a call of its own.
         Outcome::InputRequired { result, .. } => {
-            engine
-                .await_input(org, effect_id, result.clone(), verdicts)
-                .await
+            let request = result.clone();
+            (engine.await_input(org, effect_id, token, request, verdicts)).await
         }
         Outcome::InDoubt { message, .. } => {
-            engine
-                .doubt(org, effect_id, message.clone(), verdicts)
-                .await
+            let message = message.clone();
+            (engine.doubt(org, effect_id, token, message, verdicts)).await
         }
         _ => Ok(()),
     }
@@ -405,7 +416,7 @@ const RECORD_LATER_FOR: Duration = Duration::from_secs(10 * 60);
 fn record_later(
     engine: EngineLink,
     org: OrgId,
-    effect_id: EffectId,
+    (effect_id, token): (EffectId, LeaseToken),
     outcome: Outcome,
     verdicts: Option<Value>,
 ) {
@@ -414,12 +425,16 @@ fn record_later(
         let mut pause = Duration::from_millis(250);
         while tokio::time::Instant::now() < deadline {
             tokio::time::sleep(pause).await;
-            match record_outcome(&engine, &org, effect_id, &outcome, verdicts.clone()).await {
+            let owner = (effect_id, &token);
+            match record_outcome(&engine, &org, owner, &outcome, verdicts.clone()).await {
                 Ok(()) => {
                     tracing::info!(%effect_id, "an outcome the store had refused is recorded now");
                     return;
                 }
-                Err(Error::Engine(undolog_engine::Error::NotPending { .. })) => return, // decided meanwhile
+                // Decided meanwhile, or taken over by another executor once the lease ran out.
+                Err(Error::Engine(
+                    undolog_engine::Error::NotPending { .. } | undolog_engine::Error::NotOwner(_),
+                )) => return,
                 Err(e) => tracing::debug!(%effect_id, error = %e, "outcome still not recorded"),
             }
             pause = (pause * 2).min(Duration::from_secs(5));

@@ -9,7 +9,7 @@ mod execute;
 mod waiting;
 
 pub(crate) use execute::OwnedRun;
-use execute::Run;
+use execute::{Recording, Run};
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -167,6 +167,8 @@ pub(crate) enum Outcome {
     /// task of the gateway's that follows it. Never answered as it is.
     UpstreamTask {
         effect_id: EffectId,
+        /// The effect's lease token: whoever follows the task settles the effect with it.
+        lease_token: undolog_types::LeaseToken,
         upstream: usize,
         /// The upstream's task id.
         task_id: String,
@@ -394,7 +396,7 @@ impl Gateway {
                 effect_id: EffectId::generate(),
                 read_only,
                 idempotent,
-                unrecorded: Some((&engine_call, self.engine.now())),
+                recording: Recording::After(&engine_call, self.engine.now()),
                 context: &context,
                 request_record: request_record.as_ref(),
                 schema: Some(&route.item.input_schema),
@@ -420,13 +422,16 @@ impl Gateway {
                 continue;
             }
             match decision {
-                Intercept::Execute { effect_id, .. }
-                    if as_task && task_support != TaskSupport::Never =>
-                {
+                Intercept::Execute {
+                    effect_id,
+                    lease_token,
+                    ..
+                } if as_task && task_support != TaskSupport::Never => {
                     let run = OwnedRun {
                         upstream: route.upstream,
                         upstream_name: route.name.clone(),
                         effect_id,
+                        lease_token,
                         read_only,
                         idempotent,
                         context: context.clone(),
@@ -443,14 +448,18 @@ impl Gateway {
                         )
                         .await;
                 }
-                Intercept::Execute { effect_id, .. } => {
+                Intercept::Execute {
+                    effect_id,
+                    lease_token,
+                    ..
+                } => {
                     let run = Run {
                         upstream: route.upstream,
                         upstream_name: &route.name,
                         effect_id,
                         read_only,
                         idempotent,
-                        unrecorded: None,
+                        recording: Recording::Owned(&lease_token),
                         context: &context,
                         request_record: request_record.as_ref(),
                         schema: Some(&route.item.input_schema),

@@ -21,7 +21,8 @@ use undolog_engine::{
 };
 use undolog_store::{Approval, Effect, Session};
 use undolog_types::{
-    ApprovalId, ApprovalState, EffectId, OrgId, Role, SessionId, SessionState, Tier, Timestamp,
+    ApprovalId, ApprovalState, EffectId, LeaseToken, OrgId, Role, SessionId, SessionState, Tier,
+    Timestamp,
 };
 
 pub(crate) use super::presented::{Presented, carried, presenting};
@@ -175,6 +176,7 @@ impl RemoteEngine {
             Some(Decision::Execute(execute)) => Intercept::Execute {
                 effect_id: id(&execute.effect_id)?,
                 lease_expires_at: Timestamp(execute.lease_expires_at_ms),
+                lease_token: self.parsed("lease_token", &execute.lease_token)?,
             },
             Some(Decision::Replay(replay)) => Intercept::Replay {
                 effect_id: id(&replay.effect_id)?,
@@ -255,6 +257,7 @@ impl RemoteEngine {
     pub(crate) async fn commit_with(
         &self,
         effect: EffectId,
+        token: &LeaseToken,
         result: Value,
         verdicts: Option<Value>,
     ) -> Result<(), Error> {
@@ -263,6 +266,7 @@ impl RemoteEngine {
             result_json: result.to_string(),
             verdicts_json: verdicts.map(|v| v.to_string()),
             without_effect: true,
+            lease_token: token.as_str().to_owned(),
         };
         match self.ask(Asked::Commit(request)).await? {
             Reply::Effect(_) => Ok(()),
@@ -273,6 +277,7 @@ impl RemoteEngine {
     pub(crate) async fn fail_with(
         &self,
         effect: EffectId,
+        token: &LeaseToken,
         error: String,
         details: Option<Value>,
         verdicts: Option<Value>,
@@ -283,6 +288,7 @@ impl RemoteEngine {
             details_json: details.map(|v| v.to_string()),
             verdicts_json: verdicts.map(|v| v.to_string()),
             without_effect: true,
+            lease_token: token.as_str().to_owned(),
         };
         match self.ask(Asked::Fail(request)).await? {
             Reply::Effect(_) => Ok(()),
@@ -295,6 +301,7 @@ impl RemoteEngine {
         &self,
         kind: Note,
         effect: EffectId,
+        token: &LeaseToken,
         note: Value,
         verdicts: Option<Value>,
     ) -> Result<(), Error> {
@@ -302,6 +309,7 @@ impl RemoteEngine {
             effect_id: effect.to_string(),
             note_json: note.to_string(),
             verdicts_json: verdicts.map(|v| v.to_string()),
+            lease_token: token.as_str().to_owned(),
         });
         let mut client = self.client();
         let reply = match kind {
@@ -313,10 +321,15 @@ impl RemoteEngine {
         Ok(())
     }
 
-    pub(crate) async fn renew_lease(&self, effect: EffectId) -> Result<Timestamp, Error> {
+    pub(crate) async fn renew_lease(
+        &self,
+        effect: EffectId,
+        token: &LeaseToken,
+    ) -> Result<Timestamp, Error> {
         let mut client = self.client();
-        let request = proto::EffectRequest {
+        let request = proto::RenewLeaseRequest {
             effect_id: effect.to_string(),
+            lease_token: token.as_str().to_owned(),
         };
         let reply = client.renew_lease(Self::request(request)).await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
@@ -327,10 +340,11 @@ impl RemoteEngine {
     pub(crate) async fn while_running<T>(
         &self,
         effect: EffectId,
+        token: &LeaseToken,
         work: impl Future<Output = T>,
     ) -> T {
         let lease = self.config.lease;
-        undolog_engine::renewing(lease, effect, work, || self.renew_lease(effect)).await
+        undolog_engine::renewing(lease, effect, work, || self.renew_lease(effect, token)).await
     }
 
     pub(crate) async fn effect(&self, id: EffectId) -> Result<Effect, Error> {

@@ -83,9 +83,11 @@ pub(super) fn decision(decided: Intercept) -> proto::InterceptReply {
         Intercept::Execute {
             effect_id,
             lease_expires_at,
+            lease_token,
         } => Decision::Execute(proto::Execute {
             effect_id: effect_id.to_string(),
             lease_expires_at_ms: lease_expires_at.as_millis(),
+            lease_token: lease_token.into(),
         }),
         Intercept::Replay { effect_id, result } => Decision::Replay(proto::Replay {
             effect_id: effect_id.to_string(),

@@ -38,6 +38,15 @@ pub(crate) struct EngineService {
 }
 
 type Reply<T> = Result<Response<T>, Status>;
+
+/// A NotSent, Doubt or AwaitInput request, read.
+struct Noted {
+    principal: Principal,
+    effect_id: EffectId,
+    token: undolog_types::LeaseToken,
+    note: Value,
+    verdicts: Option<Value>,
+}
 pub(super) type Streamed<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 impl EngineService {
@@ -91,16 +100,16 @@ impl EngineService {
     }
 
     /// A note's principal, effect, note and verdicts.
-    async fn note(
-        &self,
-        request: Request<proto::NoteRequest>,
-    ) -> Result<(Principal, EffectId, Value, Option<Value>), Status> {
+    async fn note(&self, request: Request<proto::NoteRequest>) -> Result<Noted, Status> {
         let principal = self.principal(&request).await?;
         let request = request.into_inner();
-        let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
-        let note = json_text("note_json", &request.note_json).map_err(status)?;
-        let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
-        Ok((principal, effect_id, note, verdicts))
+        Ok(Noted {
+            principal,
+            effect_id: id("effect", &request.effect_id).map_err(status)?,
+            token: sdk::presented_token(Some(&request.lease_token)).map_err(status)?,
+            note: json_text("note_json", &request.note_json).map_err(status)?,
+            verdicts: optional_json("verdicts_json", request.verdicts_json)?,
+        })
     }
 
     /// The reply to a recorded outcome: the effect read back, unless the caller has no use for it
@@ -142,10 +151,11 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let principal = self.principal(&request).await?;
         let request = request.into_inner();
         let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
+        let token = sdk::presented_token(Some(&request.lease_token)).map_err(status)?;
         let result = json_text("result_json", &request.result_json).map_err(status)?;
         let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
         let engine = &self.gateway.engine;
-        let committed = engine.commit_with(&principal.org, effect_id, result, verdicts);
+        let committed = engine.commit_with(&principal.org, effect_id, &token, result, verdicts);
         let committed = self.gateway.traces.store("record_outcome", committed);
         committed.await.map_err(status)?;
         self.outcome_reply(&principal, effect_id, request.without_effect)
@@ -156,10 +166,12 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let principal = self.principal(&request).await?;
         let request = request.into_inner();
         let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
+        let token = sdk::presented_token(Some(&request.lease_token)).map_err(status)?;
         let details = optional_json("details_json", request.details_json)?;
         let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
         let engine = &self.gateway.engine;
-        let failed = engine.fail_with(&principal.org, effect_id, request.error, details, verdicts);
+        let (org, error) = (&principal.org, request.error);
+        let failed = engine.fail_with(org, effect_id, &token, error, details, verdicts);
         let failed = self.gateway.traces.store("record_outcome", failed);
         failed.await.map_err(status)?;
         self.outcome_reply(&principal, effect_id, request.without_effect)
@@ -381,42 +393,40 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     }
 
     async fn not_sent(&self, request: Request<proto::NoteRequest>) -> Reply<proto::Empty> {
-        let (principal, effect_id, note, verdicts) = self.note(request).await?;
-        let why = note.as_str().unwrap_or_default().to_owned();
-        let noted = self
-            .gateway
-            .engine
-            .not_sent(&principal.org, effect_id, why, verdicts);
+        let n = self.note(request).await?;
+        let why = n.note.as_str().unwrap_or_default().to_owned();
+        let engine = &self.gateway.engine;
+        let noted = engine.not_sent(&n.principal.org, n.effect_id, &n.token, why, n.verdicts);
         noted.await.map_err(status)?;
         Ok(Response::new(proto::Empty {}))
     }
 
     async fn doubt(&self, request: Request<proto::NoteRequest>) -> Reply<proto::Empty> {
-        let (principal, effect_id, note, verdicts) = self.note(request).await?;
-        let why = note.as_str().unwrap_or_default().to_owned();
-        let noted = self
-            .gateway
-            .engine
-            .doubt(&principal.org, effect_id, why, verdicts);
+        let n = self.note(request).await?;
+        let why = n.note.as_str().unwrap_or_default().to_owned();
+        let engine = &self.gateway.engine;
+        let noted = engine.doubt(&n.principal.org, n.effect_id, &n.token, why, n.verdicts);
         noted.await.map_err(status)?;
         Ok(Response::new(proto::Empty {}))
     }
 
     async fn await_input(&self, request: Request<proto::NoteRequest>) -> Reply<proto::Empty> {
-        let (principal, effect_id, note, verdicts) = self.note(request).await?;
+        let n = self.note(request).await?;
         let engine = &self.gateway.engine;
-        let noted = engine.await_input(&principal.org, effect_id, note, verdicts);
+        let noted = engine.await_input(&n.principal.org, n.effect_id, &n.token, n.note, n.verdicts);
         noted.await.map_err(status)?;
         Ok(Response::new(proto::Empty {}))
     }
 
     async fn renew_lease(
         &self,
-        request: Request<proto::EffectRequest>,
+        request: Request<proto::RenewLeaseRequest>,
     ) -> Reply<proto::LeaseReply> {
         let principal = self.principal(&request).await?;
-        let effect_id: EffectId = id("effect", &request.into_inner().effect_id).map_err(status)?;
-        let renewed = self.gateway.engine.renew_lease(&principal.org, effect_id);
+        let request = request.into_inner();
+        let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
+        let token = sdk::presented_token(Some(&request.lease_token)).map_err(status)?;
+        let renewed = (self.gateway.engine).renew_lease(&principal.org, effect_id, &token);
         Ok(Response::new(proto::LeaseReply {
             lease_expires_at_ms: renewed.await.map_err(status)?.as_millis(),
         }))

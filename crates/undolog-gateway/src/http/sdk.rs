@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use undolog_engine::{Call, Intercept, ToolPolicy};
 use undolog_store::Compensation;
-use undolog_types::{Args, EffectId, SessionId, Tier};
+use undolog_types::{Args, EffectId, LeaseToken, SessionId, Tier};
 
 use super::{JsonBody, admin::parse_id};
 use crate::{Error, Gateway, Principal};
@@ -107,8 +107,10 @@ fn answered(decision: Intercept) -> Result<Json<Value>, Error> {
         Intercept::Execute {
             effect_id,
             lease_expires_at,
+            lease_token,
         } => json!({"outcome": "execute", "effect_id": effect_id.to_string(),
-                    "lease_expires_at": lease_expires_at.as_millis()}),
+                    "lease_expires_at": lease_expires_at.as_millis(),
+                    "lease_token": lease_token.as_str()}),
         Intercept::Replay { effect_id, result } => {
             json!({"outcome": "replay", "effect_id": effect_id.to_string(), "result": result})
         }
@@ -170,6 +172,7 @@ async fn check_compensation(
 #[serde(deny_unknown_fields)]
 pub(crate) struct CommitBody {
     result: Value,
+    lease_token: Option<String>,
 }
 
 pub(crate) async fn commit(
@@ -179,9 +182,10 @@ pub(crate) async fn commit(
     JsonBody(body): JsonBody<CommitBody>,
 ) -> Result<Json<Value>, Error> {
     let id: EffectId = parse_id("effect", &id)?;
+    let token = presented_token(body.lease_token.as_deref())?;
     gateway
         .engine
-        .commit(&principal.org, id, body.result)
+        .commit(&principal.org, id, &token, body.result)
         .await?;
     Ok(Json(
         json!({"effect_id": id.to_string(), "state": "committed"}),
@@ -192,6 +196,7 @@ pub(crate) async fn commit(
 #[serde(deny_unknown_fields)]
 pub(crate) struct FailBody {
     error: String,
+    lease_token: Option<String>,
 }
 
 pub(crate) async fn fail(
@@ -201,8 +206,25 @@ pub(crate) async fn fail(
     JsonBody(body): JsonBody<FailBody>,
 ) -> Result<Json<Value>, Error> {
     let id: EffectId = parse_id("effect", &id)?;
-    gateway.engine.fail(&principal.org, id, body.error).await?;
+    let token = presented_token(body.lease_token.as_deref())?;
+    gateway
+        .engine
+        .fail(&principal.org, id, &token, body.error)
+        .await?;
     Ok(Json(
         json!({"effect_id": id.to_string(), "state": "failed"}),
     ))
+}
+
+/// The lease token a settling request carried (HTTP or gRPC), read as the engine reads it: a
+/// request without one is refused before the engine is asked, and says what to send.
+pub(crate) fn presented_token(text: Option<&str>) -> Result<LeaseToken, Error> {
+    let text = text.filter(|t| !t.is_empty()).ok_or_else(|| {
+        Error::BadRequest(
+            "lease_token: required; send the lease_token of the intercept answer that told you \
+             to execute this effect"
+                .into(),
+        )
+    })?;
+    LeaseToken::parse(text).map_err(|e| Error::BadRequest(format!("lease_token: {e}")))
 }

@@ -17,7 +17,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use undolog_types::{EffectId, Tier, Timestamp};
+use undolog_types::{EffectId, LeaseToken, Tier, Timestamp};
 
 use super::{RunState, TaskRun};
 use crate::{
@@ -31,10 +31,19 @@ use crate::{
 #[derive(Debug)]
 pub(super) struct UpstreamTask {
     pub(super) effect_id: EffectId,
+    /// The effect's lease token, which settles it.
+    pub(super) lease_token: LeaseToken,
     pub(super) upstream: usize,
     pub(super) task_id: String,
     /// How often the upstream asks to be polled (kept within [`POLL_RANGE`]).
     pub(super) poll: Duration,
+}
+
+impl UpstreamTask {
+    /// The effect, and the token that settles it.
+    fn owner(&self) -> (EffectId, &LeaseToken) {
+        (self.effect_id, &self.lease_token)
+    }
 }
 
 /// The polling interval the gateway keeps to, whatever the upstream asks.
@@ -74,7 +83,9 @@ impl Gateway {
                 }
             }
             if renewed.elapsed() > self.engine.config().lease / 3 {
-                self.engine.renew_lease(&call.org, task.effect_id).await?;
+                (self.engine)
+                    .renew_lease(&call.org, task.effect_id, &task.lease_token)
+                    .await?;
                 renewed = Instant::now();
             }
             let get = GetTaskRequest::new(GetTaskParams::new(id()));
@@ -113,12 +124,12 @@ impl Gateway {
                         }
                         TaskPayload::Completed { result } => {
                             return self
-                                .record_task_result(call, task.effect_id, Value::Object(result))
+                                .record_task_result(call, task.owner(), Value::Object(result))
                                 .await;
                         }
                         TaskPayload::Failed { error } => {
                             return self
-                                .record_task_error(call, task.effect_id, Value::Object(error))
+                                .record_task_error(call, task.owner(), Value::Object(error))
                                 .await;
                         }
                         TaskPayload::Cancelled => {
@@ -127,7 +138,7 @@ impl Gateway {
                             } else {
                                 "the upstream cancelled its task"
                             };
-                            let outcome = self.doubt(call, task.effect_id, why).await?;
+                            let outcome = self.doubt(call, task.owner(), why).await?;
                             return if cancel_sent {
                                 Err(Error::Cancelled)
                             } else {
@@ -140,14 +151,14 @@ impl Gateway {
                 }
                 Ok(_) => {
                     let why = "the upstream answered tasks/get with something that is not a task";
-                    return self.doubt(call, task.effect_id, why).await;
+                    return self.doubt(call, task.owner(), why).await;
                 }
                 Err(e) => {
                     // Asked again until the upstream timeout has passed without an answer.
                     let since = *unanswered_since.get_or_insert_with(Instant::now);
                     if since.elapsed() > self.config.limits.upstream_timeout {
                         let why = format!("the upstream stopped answering for its task: {e}");
-                        return self.doubt(call, task.effect_id, &why).await;
+                        return self.doubt(call, task.owner(), &why).await;
                     }
                     tracing::debug!(error = %e, "tasks/get to the upstream failed; asking again");
                 }
@@ -164,7 +175,7 @@ impl Gateway {
     async fn record_task_result(
         &self,
         call: &ToolCall,
-        effect_id: EffectId,
+        (effect_id, token): (EffectId, &LeaseToken),
         result: Value,
     ) -> Result<Outcome, Error> {
         let session = self.engine.effect(&call.org, effect_id).await?.session;
@@ -185,13 +196,13 @@ impl Gateway {
                     replayed: false,
                 };
                 self.engine
-                    .fail_with(&call.org, effect_id, error, Some(result), verdicts)
+                    .fail_with(&call.org, effect_id, token, error, Some(result), verdicts)
                     .await
                     .map(|()| failed)
             }
             None => self
                 .engine
-                .commit_with(&call.org, effect_id, result, verdicts)
+                .commit_with(&call.org, effect_id, token, result, verdicts)
                 .await
                 .map(|()| Outcome::Executed {
                     effect_id,
@@ -217,7 +228,7 @@ impl Gateway {
     async fn record_task_error(
         &self,
         call: &ToolCall,
-        effect_id: EffectId,
+        (effect_id, token): (EffectId, &LeaseToken),
         error: Value,
     ) -> Result<Outcome, Error> {
         let error: ErrorData = serde_json::from_value(error.clone()).unwrap_or_else(|_| {
@@ -227,6 +238,7 @@ impl Gateway {
             .fail_with(
                 &call.org,
                 effect_id,
+                token,
                 format!("the upstream's task failed: {}", error.message),
                 Some(json!({ "error": error })),
                 None,
@@ -244,11 +256,11 @@ impl Gateway {
     async fn doubt(
         &self,
         call: &ToolCall,
-        effect_id: EffectId,
+        (effect_id, token): (EffectId, &LeaseToken),
         why: &str,
     ) -> Result<Outcome, Error> {
         if self.engine.effect(&call.org, effect_id).await?.tier == Tier::ReadOnly {
-            self.engine.fail(&call.org, effect_id, why).await?;
+            self.engine.fail(&call.org, effect_id, token, why).await?;
             return Ok(Outcome::Failed {
                 effect_id,
                 error: why.to_owned(),
@@ -261,7 +273,7 @@ impl Gateway {
              an operator records what happened (GET /v1/effects/in_doubt)"
         );
         self.engine
-            .doubt(&call.org, effect_id, message.clone(), None)
+            .doubt(&call.org, effect_id, token, message.clone(), None)
             .await?;
         Ok(Outcome::InDoubt {
             effect_id,

@@ -254,12 +254,14 @@ impl Gateway {
             outcome = match outcome {
                 Ok(Outcome::UpstreamTask {
                     effect_id,
+                    lease_token,
                     upstream,
                     task_id,
                     poll,
                 }) => {
                     let task = follow::UpstreamTask {
                         effect_id,
+                        lease_token,
                         upstream,
                         task_id,
                         poll,

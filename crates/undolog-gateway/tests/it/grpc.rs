@@ -134,6 +134,7 @@ async fn intercept_commit_and_replay_with_the_org_of_the_key() {
                 result_json: json!({"paid": 5}).to_string(),
                 verdicts_json: None,
                 without_effect: false,
+                lease_token: run.lease_token.clone(),
             },
         )
     };
@@ -238,6 +239,7 @@ async fn bad_requests_are_refused_with_what_to_send() {
                 result_json: "{}".into(),
                 verdicts_json: None,
                 without_effect: false,
+                lease_token: String::new(),
             },
         ))
         .await
@@ -362,6 +364,7 @@ async fn undo_streams_each_step_and_the_report_and_needs_an_admin() {
             result_json: json!({"paid": amount}).to_string(),
             verdicts_json: None,
             without_effect: true,
+            lease_token: run.lease_token,
         };
         let reply = client.commit(authed(Some(&agent), commit)).await.unwrap();
         assert_eq!(reply.into_inner().effect, None, "no effect asked for");

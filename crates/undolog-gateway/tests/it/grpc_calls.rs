@@ -118,23 +118,49 @@ async fn unary(engine: &TestEngine, key: Option<&str>, request: Asked) -> Seen {
     replied.unwrap_or_else(refused)
 }
 
-fn commit(effect: &str) -> Asked {
+fn commit(owned: &Owned) -> Asked {
     Asked::Commit(CommitRequest {
-        effect_id: effect.into(),
+        effect_id: owned.effect.clone(),
         result_json: json!({"ok": true}).to_string(),
         verdicts_json: None,
         without_effect: true,
+        lease_token: owned.token.clone(),
     })
 }
 
-fn fail(effect: &str) -> Asked {
+fn fail(owned: &Owned) -> Asked {
     Asked::Fail(FailRequest {
-        effect_id: effect.into(),
+        effect_id: owned.effect.clone(),
         error: "the bank said no".into(),
         details_json: None,
         verdicts_json: None,
         without_effect: true,
+        lease_token: owned.token.clone(),
     })
+}
+
+/// An effect, with the lease token that settles it.
+#[derive(Debug, Clone)]
+struct Owned {
+    effect: String,
+    token: String,
+}
+
+impl Owned {
+    /// The same effect with a token it was never given.
+    fn forged(&self) -> Owned {
+        Owned {
+            token: format!("lt_{}", "7".repeat(64)),
+            ..self.clone()
+        }
+    }
+
+    fn of(effect: &str) -> Owned {
+        Owned {
+            effect: effect.into(),
+            token: format!("lt_{}", "0".repeat(64)),
+        }
+    }
 }
 
 /// An effect id no call has.
@@ -156,13 +182,16 @@ fn read(session: &str) -> Asked {
 }
 
 /// A pending call of `key`'s, for a row to commit or fail.
-async fn pending(engine: &TestEngine, key: &str, session: &str) -> String {
+async fn pending(engine: &TestEngine, key: &str, session: &str) -> Owned {
     let answer = engine
         .client()
         .intercept(authed(Some(key), pay(session, 7)))
         .await;
     match answer.unwrap().into_inner().decision {
-        Some(Decision::Execute(execute)) => execute.effect_id,
+        Some(Decision::Execute(execute)) => Owned {
+            effect: execute.effect_id,
+            token: execute.lease_token,
+        },
         other => panic!("a new call runs, not {other:?}"),
     }
 }
@@ -174,7 +203,7 @@ async fn each_operation_is_answered_as_its_own_request_would_be() {
     let stranger = engine.key("other", Role::Agent).await;
     // (row, whose credentials, the request; for each of unary and the stream, a session or a
     // pending effect of its own where the row changes something).
-    type Row = (&'static str, Option<String>, fn(&str, &str) -> Asked);
+    type Row = (&'static str, Option<String>, fn(&str, &Owned) -> Asked);
     let rows: Vec<Row> = vec![
         ("a new call", Some(acme.clone()), |session, _| {
             Asked::Intercept(pay(session, 5))
@@ -191,6 +220,11 @@ async fn each_operation_is_answered_as_its_own_request_would_be() {
             |_, effect| commit(effect),
         ),
         (
+            "a commit of its own call with a token it was not given",
+            Some(acme.clone()),
+            |_, effect| commit(&effect.forged()),
+        ),
+        (
             "a commit of another org's call",
             Some(stranger.clone()),
             |_, effect| commit(effect),
@@ -201,10 +235,10 @@ async fn each_operation_is_answered_as_its_own_request_would_be() {
             |_, effect| fail(effect),
         ),
         ("a commit of no call", Some(acme.clone()), |_, _| {
-            commit(UNKNOWN)
+            commit(&Owned::of(UNKNOWN))
         }),
         ("a commit of no id", Some(acme.clone()), |_, _| {
-            commit("not-an-id")
+            commit(&Owned::of("not-an-id"))
         }),
         ("a read's outcome", Some(acme.clone()), |session, _| {
             read(session)
@@ -239,7 +273,7 @@ async fn each_operation_is_answered_as_its_own_request_would_be() {
                 undolog,
             } => Seen::Refused {
                 code,
-                message: message.replace(&unary_effect, &stream_effect),
+                message: message.replace(&unary_effect.effect, &stream_effect.effect),
                 undolog,
             },
             other => other,
@@ -251,7 +285,7 @@ async fn each_operation_is_answered_as_its_own_request_would_be() {
     // Two that no request could be: no request at all, and metadata no request could carry.
     operations.push(Operation {
         request: None,
-        ..operation(100, Some(&acme), commit(UNKNOWN))
+        ..operation(100, Some(&acme), commit(&Owned::of(UNKNOWN)))
     });
     let mut bad_metadata = operation(101, Some(&acme), Asked::Intercept(pay("bad", 1)));
     bad_metadata.metadata.insert("not a key".into(), "x".into());
@@ -269,7 +303,7 @@ async fn each_operation_is_answered_as_its_own_request_would_be() {
         assert_eq!(code, Code::InvalidArgument, "operation {id}");
     }
     // The rows that should change something did, and the refusals are the API's.
-    let kinds: Vec<_> = (1..=4).map(|id| seen(answers[&id].clone())).collect();
+    let kinds: Vec<_> = (1..=5).map(|id| seen(answers[&id].clone())).collect();
     assert_eq!(kinds[0], Seen::Decided("execute"));
     assert!(
         matches!(
@@ -282,6 +316,11 @@ async fn each_operation_is_answered_as_its_own_request_would_be() {
         "{kinds:?}"
     );
     assert_eq!(kinds[3], Seen::Recorded);
+    assert!(
+        matches!(&kinds[4], Seen::Refused { code: Code::PermissionDenied, undolog, .. }
+            if undolog == "not_owner"),
+        "{kinds:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,8 +9,9 @@ use tonic::{Code, Status};
 use undolog_gateway::grpc::proto::{
     self, ApprovalRequest, AuthenticateRequest, EffectRequest, HealthRequest, ImplicitRunRequest,
     InterceptRequest, ListNotificationsRequest, ListSessionsRequest, NoteRequest,
-    RecordReadRequest, RejectRequest, SessionRequest, Tier, UndoHeld, UndoStepRequest, UndoTried,
-    WaitRequest, effect_engine_client::EffectEngineClient, intercept_reply::Decision,
+    RecordReadRequest, RejectRequest, RenewLeaseRequest, SessionRequest, Tier, UndoHeld,
+    UndoStepRequest, UndoTried, WaitRequest, effect_engine_client::EffectEngineClient,
+    intercept_reply::Decision,
 };
 use undolog_types::Role;
 
@@ -64,8 +65,9 @@ fn every_rpc(client: &Client, key: Option<&str>, ids: &Ids) -> Vec<(&'static str
             Box::pin(async move { c.doubt(authed(k.as_deref(), request)).await.map(drop) })
         }),
         ask("RenewLease", |mut c, k, ids| {
-            let request = EffectRequest {
+            let request = RenewLeaseRequest {
                 effect_id: ids.effect,
+                lease_token: MADE_UP_TOKEN.into(),
             };
             Box::pin(async move { c.renew_lease(authed(k.as_deref(), request)).await.map(drop) })
         }),
@@ -201,8 +203,12 @@ fn note(effect: &str) -> NoteRequest {
         effect_id: effect.into(),
         note_json: json!("no answer came").to_string(),
         verdicts_json: None,
+        lease_token: MADE_UP_TOKEN.into(),
     }
 }
+
+/// A well-formed lease token that no Execute answer gave.
+const MADE_UP_TOKEN: &str = "lt_0000000000000000000000000000000000000000000000000000000000000000";
 
 /// What an agent's key may not ask: undoing takes an admin, reading deliveries an approver.
 const NOT_FOR_AGENTS: [&str; 6] = [

@@ -27,7 +27,7 @@ async fn sdk_effect(
         let (committed, _) = gw
             .post(
                 &format!("/v1/effects/{effect}/commit"),
-                json!({"result": {"ok": true}}),
+                json!({"result": {"ok": true}, "lease_token": answer["lease_token"]}),
             )
             .await;
         assert_eq!(committed, 200);

@@ -54,7 +54,7 @@ async fn one_org_cannot_see_approve_or_undo_anothers_effects_through_any_api() {
     // Org B, with its own valid key, finds none of it.
     let none = Value::Null;
     let reason = json!({"reason": "not mine"});
-    let result = json!({"result": {}});
+    let result = json!({"result": {}, "lease_token": format!("lt_{}", "0".repeat(64))});
     for (method, path, body, expected) in [
         ("GET", "/v1/sessions".to_owned(), &none, 200),
         ("GET", "/v1/sessions/a-1/effects".to_owned(), &none, 404),

@@ -90,7 +90,7 @@ async fn the_sdk_effect_api_records_a_local_tool_and_replays_it() {
     let (status, _) = gw
         .post(
             &format!("/v1/effects/{effect}/commit"),
-            json!({"result": {"charge": "ch_1"}}),
+            json!({"result": {"charge": "ch_1"}, "lease_token": first["lease_token"]}),
         )
         .await;
     assert_eq!(status, 200);
@@ -104,7 +104,7 @@ async fn the_sdk_effect_api_records_a_local_tool_and_replays_it() {
     let (status, twice) = gw
         .post(
             &format!("/v1/effects/{effect}/commit"),
-            json!({"result": {}}),
+            json!({"result": {}, "lease_token": first["lease_token"]}),
         )
         .await;
     assert_eq!(status, 409, "an outcome is recorded once: {twice}");
@@ -116,7 +116,7 @@ async fn the_sdk_effect_api_records_a_local_tool_and_replays_it() {
     let (status, _) = gw
         .post(
             &format!("/v1/effects/{effect}/fail"),
-            json!({"error": "card declined"}),
+            json!({"error": "card declined", "lease_token": started["lease_token"]}),
         )
         .await;
     assert_eq!(status, 200);

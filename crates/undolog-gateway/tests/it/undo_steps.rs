@@ -18,7 +18,8 @@ async fn record_local_call(gw: &TestGateway, session: &str, step: u64, cents: u6
     let (status, _) = gw
         .post(
             &format!("/v1/effects/{effect}/commit"),
-            json!({"result": {"charge": format!("ch_{step}")}}),
+            json!({"result": {"charge": format!("ch_{step}")},
+                   "lease_token": started["lease_token"]}),
         )
         .await;
     assert_eq!(status, 200);

@@ -138,11 +138,15 @@ def call(ctx: CallContext, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[s
     if outcome != "execute":
         raise GatewayError(200, f"unknown outcome {outcome!r}; upgrade the SDK")
     effect_id: str = answer["effect_id"]
+    # The call is this process's to settle, and only its: the gateway refuses a commit or a
+    # failure without the token it handed out with the effect.
+    lease_token: str = answer["lease_token"]
     try:
         result = yield Run(spec.fn, args, kwargs)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-        yield from record(ctx, effect_id, f"/v1/effects/{effect_id}/fail", {"error": error}, None)
+        failed = {"error": error, "lease_token": lease_token}
+        yield from record(ctx, effect_id, f"/v1/effects/{effect_id}/fail", failed, None)
         raise
     try:
         encoded = to_json(result)
@@ -150,7 +154,8 @@ def call(ctx: CallContext, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[s
         problem = None
     except EncodingError as e:
         encoded, problem = {"unencodable_result": repr(result)[:2000]}, e
-    yield from record(ctx, effect_id, f"/v1/effects/{effect_id}/commit", {"result": encoded}, result)
+    committed = {"result": encoded, "lease_token": lease_token}
+    yield from record(ctx, effect_id, f"/v1/effects/{effect_id}/commit", committed, result)
     if problem is not None:
         raise EncodingError(
             f"{spec.name} ran and is recorded (undo will compensate it), but its result cannot be "
