@@ -8,7 +8,10 @@ use std::{sync::Arc, time::Duration};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
-use undolog_engine::{Call, Compensated, Compensator, Engine, EngineConfig, Intercept, ToolPolicy};
+use undolog_engine::{
+    Call, Compensated, CompensationFailure, Compensator, Engine, EngineConfig, Intercept,
+    ToolPolicy,
+};
 use undolog_store::{Compensation, Effect, SqliteStore};
 use undolog_types::{Args, OrgId, SessionId, Tier};
 
@@ -16,7 +19,7 @@ struct Nothing;
 
 #[async_trait::async_trait]
 impl Compensator for Nothing {
-    async fn compensate(&self, _effect: &Effect) -> Result<Compensated, String> {
+    async fn compensate(&self, _effect: &Effect) -> Result<Compensated, CompensationFailure> {
         Ok(Compensated::AlreadyUndone)
     }
 }

@@ -8,7 +8,7 @@
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use undolog_store::{Effect, Lease};
-use undolog_types::{EffectId, LeaseToken, OrgId, Timestamp};
+use undolog_types::{EffectId, EffectState, LeaseToken, OrgId, SessionState, Timestamp};
 
 use crate::{
     Engine, Error, Resolution,
@@ -156,10 +156,23 @@ impl Engine {
         .await
     }
 
-    /// Pending effects whose executor's lease ran out: they may or may not have run.
+    /// What may or may not have happened, for an operator to record: pending effects whose
+    /// executor's lease ran out, and compensations whose answer was lost (each is the failed
+    /// step of its session's undo).
     pub async fn in_doubt(&self, org: &OrgId) -> Result<Vec<Effect>, Error> {
         let mut tx = self.begin(org).await?;
-        Ok(tx.expired_leases(self.now()).await?)
+        let mut doubtful = tx.expired_leases(self.now()).await?;
+        let stopped = (tx.sessions().await?.into_iter())
+            .filter(|s| s.state == SessionState::CompensationFailed)
+            .filter_map(|s| s.failed_effect);
+        for id in stopped.collect::<Vec<_>>() {
+            if let Some(effect) = tx.effect(id).await?
+                && effect.state == EffectState::CompensationInDoubt
+            {
+                doubtful.push(effect);
+            }
+        }
+        Ok(doubtful)
     }
 
     /// Records an operator's verdict on an in-doubt effect; `by` is who decided it.

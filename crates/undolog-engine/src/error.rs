@@ -34,6 +34,22 @@ pub enum Error {
          told to execute, and no others"
     )]
     NotOwner(EffectId),
+    #[error(
+        "session {session} cannot be undone now: the compensation of effect {effect} ({tool}) \
+         may or may not have run, and it is not run again on a guess. Check its target, then \
+         record what happened: POST /v1/effects/{effect}/resolve with {{\"outcome\": \
+         \"compensated\"}} or {{\"outcome\": \"not_compensated\", \"error\": \"…\"}}"
+    )]
+    CompensationInDoubt {
+        session: SessionId,
+        effect: EffectId,
+        tool: String,
+    },
+    #[error("effect {effect}: {expected}")]
+    WrongVerdict {
+        effect: EffectId,
+        expected: &'static str,
+    },
     #[error("effect {effect} is {state}, not pending: its outcome is recorded once")]
     NotPending {
         effect: EffectId,

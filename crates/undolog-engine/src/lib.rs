@@ -35,7 +35,7 @@ mod undo_steps;
 pub use call::{Call, ToolPolicy};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::EngineConfig;
-pub use core::{Decider, ReadOutcome, Resolution};
+pub use core::{CompensationFailure, Decider, ReadOutcome, Resolution};
 pub use engine::{BatchObserver, Engine, validate};
 pub use error::Error;
 pub use events::{Event, hold_reason};

@@ -11,14 +11,16 @@ use undolog_types::{EffectId, OrgId, SessionId, SessionState};
 
 use crate::{
     Engine, Error, Event,
-    core::{self, UndoNext, UndoStart},
+    core::{self, CompensationFailure, UndoNext, UndoStart},
 };
 
 /// Runs one compensation. The gateway calls the compensating tool upstream; the SDK a local
-/// function. It must tolerate being asked to undo something already undone.
+/// function. It must tolerate being asked to undo something already undone. When it does not
+/// compensate, it says whether the compensation may have run: only one that did not is tried
+/// again ([`core::retry_compensation`]).
 #[async_trait]
 pub trait Compensator: Send + Sync {
-    async fn compensate(&self, effect: &Effect) -> Result<Compensated, String>;
+    async fn compensate(&self, effect: &Effect) -> Result<Compensated, CompensationFailure>;
 }
 
 /// A compensation that succeeded.
@@ -54,8 +56,17 @@ pub struct UndoStep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StepOutcome {
-    Compensated { detail: Compensated },
-    Failed { error: String },
+    Compensated {
+        detail: Compensated,
+    },
+    /// It did not run, however often it was tried; an undo tries it again.
+    Failed {
+        error: String,
+    },
+    /// It may or may not have run; an admin records which before any undo goes on.
+    InDoubt {
+        error: String,
+    },
 }
 
 /// An undo's three moves, which [`run_undo`] strings together: this engine's own, or those of an
@@ -245,7 +256,8 @@ impl Engine {
     }
 }
 
-/// Runs one compensation, trying again with backoff up to `attempts` times.
+/// Runs one compensation, trying again with backoff, up to `attempts` times, while the core
+/// says it may ([`core::retry_compensation`]: only one that did not run).
 async fn compensate_with_retries(
     (attempts_allowed, first_backoff): (u32, Duration),
     effect: &Effect,
@@ -255,17 +267,21 @@ async fn compensate_with_retries(
     let mut backoff = first_backoff;
     loop {
         attempts += 1;
-        match compensator.compensate(effect).await {
+        let failure = match compensator.compensate(effect).await {
             Ok(done) => return (StepOutcome::Compensated { detail: done }, attempts),
-            Err(error) if attempts >= attempts_allowed.max(1) => {
-                return (StepOutcome::Failed { error }, attempts);
-            }
-            Err(error) => {
-                tracing::warn!(effect = %effect.id, attempts, %error, "compensation failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = backoff.saturating_mul(2).min(Duration::from_secs(30));
-            }
+            Err(failure) => failure,
+        };
+        if !core::retry_compensation(&failure, attempts, attempts_allowed) {
+            let outcome = match failure {
+                CompensationFailure::NotRun(error) => StepOutcome::Failed { error },
+                CompensationFailure::MayHaveRun(error) => StepOutcome::InDoubt { error },
+            };
+            return (outcome, attempts);
         }
+        let error = failure.message();
+        tracing::warn!(effect = %effect.id, attempts, %error, "compensation did not run; retrying");
+        tokio::time::sleep(backoff).await;
+        backoff = backoff.saturating_mul(2).min(Duration::from_secs(30));
     }
 }
 
@@ -314,6 +330,9 @@ impl UndoSteps for Engine {
             StepOutcome::Compensated { .. } => core::StepResult::Compensated,
             StepOutcome::Failed { error } => core::StepResult::Failed {
                 error: format!("after {} attempts: {error}", tried.attempts),
+            },
+            StepOutcome::InDoubt { error } => core::StepResult::InDoubt {
+                error: error.clone(),
             },
         };
         let (tx, view) = self.undo_view(org, id).await?;

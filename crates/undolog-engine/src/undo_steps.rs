@@ -84,6 +84,7 @@ impl Engine {
         let result = match outcome {
             StepOutcome::Compensated { .. } => core::StepResult::Compensated,
             StepOutcome::Failed { error } => core::StepResult::Failed { error },
+            StepOutcome::InDoubt { error } => core::StepResult::InDoubt { error },
         };
         let recorded = core::record_step(view, claim, effect_id, &result)?;
         let state = recorded.session_ended.unwrap_or(SessionState::Compensating);

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use undolog_engine::{Compensated, Compensator};
+use undolog_engine::{Compensated, CompensationFailure, Compensator};
 use undolog_store::{Compensation, Effect};
 use undolog_types::Args;
 
@@ -32,7 +32,60 @@ pub(crate) struct UpstreamCompensator<'g> {
 
 #[async_trait]
 impl Compensator for UpstreamCompensator<'_> {
-    async fn compensate(&self, effect: &Effect) -> Result<Compensated, String> {
+    /// Everything refused before the tool is sent, and a tool's own error answer, did not run;
+    /// a call sent whose answer was lost, one that became a task, and one whose result the
+    /// interceptors refused may have.
+    async fn compensate(&self, effect: &Effect) -> Result<Compensated, CompensationFailure> {
+        use CompensationFailure::{MayHaveRun, NotRun};
+        let (params, context, upstream) = self.prepared(effect).await.map_err(NotRun)?;
+        let conn = self.gateway.upstreams.connection(upstream);
+        let answer = conn
+            .request(Era::Session, &CancellationToken::new(), |peer| async move {
+                peer.call_tool_once(params).await
+            })
+            .await
+            .map_err(|e| match e.may_have_run() {
+                true => MayHaveRun(e.to_string()),
+                false => NotRun(e.to_string()),
+            })?;
+        let CallToolResponse::Complete(result) = answer else {
+            return Err(MayHaveRun(
+                "the compensating tool answered with a task, not a result: it may still run".into(),
+            ));
+        };
+        let result = results::stored(&result);
+        let gateway = self.gateway;
+        let result = match gateway.interceptors.tool_response(&result, &context).await {
+            None => result,
+            Some(ResponseVerdict::Pass { result, .. }) => result,
+            Some(ResponseVerdict::Blocked { error, .. }) => {
+                return Err(MayHaveRun(format!(
+                    "the compensation ran, and the interceptor chain refused its result: {}",
+                    error.message
+                )));
+            }
+        };
+        match results::tool_error(&result) {
+            Some(error) => Err(NotRun(error)),
+            None => Ok(Compensated::Done { result }),
+        }
+    }
+}
+
+impl UpstreamCompensator<'_> {
+    /// The compensation's request, checked as an agent's call would be, and the upstream it goes
+    /// to; why not, when it cannot be sent.
+    async fn prepared(
+        &self,
+        effect: &Effect,
+    ) -> Result<
+        (
+            CallToolRequestParams,
+            undolog_interceptors::InvocationContext,
+            usize,
+        ),
+        String,
+    > {
         let (tool, template) = match &effect.compensation {
             Some(Compensation::Upstream { tool, args }) => (tool, args),
             Some(Compensation::Local { function }) => {
@@ -90,32 +143,8 @@ impl Compensator for UpstreamCompensator<'_> {
                 ));
             }
         };
-        let conn = gateway.upstreams.connection(route.upstream);
         let mut params = CallToolRequestParams::new(route.name.clone());
         params.arguments = Some(args.as_map().clone());
-        let answer = conn
-            .request(Era::Session, &CancellationToken::new(), |peer| async move {
-                peer.call_tool_once(params).await
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-        let CallToolResponse::Complete(result) = answer else {
-            return Err("the compensating tool did not return a plain result".into());
-        };
-        let result = results::stored(&result);
-        let result = match gateway.interceptors.tool_response(&result, &context).await {
-            None => result,
-            Some(ResponseVerdict::Pass { result, .. }) => result,
-            Some(ResponseVerdict::Blocked { error, .. }) => {
-                return Err(format!(
-                    "the interceptor chain refused the compensation's result: {}",
-                    error.message
-                ));
-            }
-        };
-        match results::tool_error(&result) {
-            Some(error) => Err(error),
-            None => Ok(Compensated::Done { result }),
-        }
+        Ok((params, context, route.upstream))
     }
 }

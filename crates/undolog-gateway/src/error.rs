@@ -140,6 +140,7 @@ impl Error {
                     StatusCode::BAD_REQUEST
                 }
                 E::ArgsTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                E::WrongVerdict { .. } => StatusCode::UNPROCESSABLE_ENTITY,
                 E::KeyReused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
                 E::UnknownEffect(_) | E::UnknownApproval(_) | E::UnknownSession(_) => {
                     StatusCode::NOT_FOUND
@@ -149,6 +150,7 @@ impl Error {
                 | E::AlreadyDecided { .. }
                 | E::UndoRunning { .. }
                 | E::UndoInterrupted { .. }
+                | E::CompensationInDoubt { .. }
                 | E::UndoLost { .. }
                 | E::StepNotBegun(_)
                 | E::ApprovalExpired(_)
@@ -219,6 +221,8 @@ impl Error {
                 E::NothingToUndo { .. } => "nothing_to_undo",
                 E::UndoRunning { .. } => "undo_running",
                 E::UndoInterrupted { .. } => "undo_interrupted",
+                E::CompensationInDoubt { .. } => "compensation_in_doubt",
+                E::WrongVerdict { .. } => "wrong_verdict",
                 E::UndoLost { .. } => "undo_lost",
                 E::StepNotBegun(_) => "step_not_begun",
                 E::NotUndoing { .. } => "not_undoing",

@@ -397,6 +397,7 @@ impl Metrics {
         let outcome = match outcome {
             StepOutcome::Compensated { .. } => "compensated",
             StepOutcome::Failed { .. } => "failed",
+            StepOutcome::InDoubt { .. } => "in_doubt",
         };
         self.undo_steps.get_or_create(&StepLabels { outcome }).inc();
     }

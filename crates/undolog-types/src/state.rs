@@ -69,6 +69,10 @@ string_enum!(
         Compensated => "compensated",
         /// Its compensation failed; a person has to look.
         CompensationFailed => "compensation_failed",
+        /// Its compensation may or may not have run (its answer was lost: a timeout after it was
+        /// sent, a broken connection). It is never run again on a guess: an admin records
+        /// whether it ran (compensated) or not (compensation_failed, which an undo retries).
+        CompensationInDoubt => "compensation_in_doubt",
         /// Refused before it was sent (an interceptor blocked it, or its upstream could not be
         /// reached); the tool never ran, and an identical call is decided afresh.
         Rejected => "rejected",
@@ -84,9 +88,11 @@ transitions!(EffectState, "an effect", |from, to| {
             // Rejected: it could not be sent (its upstream was unreachable), so it never ran.
             | (Pending, Committed | Failed | InputRequired | Rejected)
             | (Committed, Compensating)
-            | (Compensating, Compensated | CompensationFailed)
+            | (Compensating, Compensated | CompensationFailed | CompensationInDoubt)
             // Undo retried after a person looked at the failure.
             | (CompensationFailed, Compensating)
+            // A person's verdict on a compensation in doubt: it ran, or it did not.
+            | (CompensationInDoubt, Compensated | CompensationFailed)
     )
 });
 

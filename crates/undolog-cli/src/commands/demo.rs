@@ -9,7 +9,8 @@ use anyhow::{Context, bail};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use undolog_engine::{
-    Call, Compensated, Compensator, Decider, Engine, EngineConfig, Intercept, ToolPolicy,
+    Call, Compensated, CompensationFailure, Compensator, Decider, Engine, EngineConfig, Intercept,
+    ToolPolicy,
 };
 use undolog_store::{Compensation, Effect, SqliteOptions, SqliteStore};
 use undolog_types::{Args as CallArgs, OrgId, SessionId, Tier};
@@ -65,7 +66,7 @@ impl Bank {
 
 #[async_trait]
 impl Compensator for Bank {
-    async fn compensate(&self, effect: &Effect) -> Result<Compensated, String> {
+    async fn compensate(&self, effect: &Effect) -> Result<Compensated, CompensationFailure> {
         let args = effect.args.as_map();
         let reverse = json!({"from": args["to"], "to": args["from"], "amount": args["amount"]});
         let result = self.run("transfer", &reverse);

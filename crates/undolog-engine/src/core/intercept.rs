@@ -335,7 +335,8 @@ fn decide_on_existing(
         EffectState::Committed
         | EffectState::Compensating
         | EffectState::Compensated
-        | EffectState::CompensationFailed => {
+        | EffectState::CompensationFailed
+        | EffectState::CompensationInDoubt => {
             let result = existing.result.clone().unwrap_or(serde_json::Value::Null);
             answer(
                 Intercept::Replay {

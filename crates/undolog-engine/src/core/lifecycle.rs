@@ -19,6 +19,10 @@ pub enum Resolution {
     Committed(Value),
     /// The tool did not run (or failed); this says why.
     Failed(String),
+    /// A compensation in doubt did run.
+    Compensated,
+    /// A compensation in doubt did not run; this says why. An undo tries it again.
+    NotCompensated(String),
 }
 
 /// Refuses anyone but the call's owner: the token must be the one its `Execute` answer gave,
@@ -193,6 +197,9 @@ pub fn resolve_in_doubt(
     by: String,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
+    if effect.state == EffectState::CompensationInDoubt {
+        return resolve_compensation(effect, resolution, by, now);
+    }
     let in_doubt = effect.state == EffectState::Pending
         && effect
             .lease
@@ -205,7 +212,42 @@ pub fn resolve_in_doubt(
     match resolution {
         Resolution::Committed(result) => record_result(effect, result, None, now),
         Resolution::Failed(reason) => record_failure(effect, reason, None, None, now),
+        Resolution::Compensated | Resolution::NotCompensated(_) => Err(Error::WrongVerdict {
+            effect: effect.id,
+            expected: "the call is in doubt, not a compensation: record whether it ran with \
+                       committed (and its result) or failed (and why)",
+        }),
     }
+}
+
+/// An operator's verdict on a compensation in doubt: it ran (`Committed`: the effect is
+/// compensated, and an undo goes on past it), or it did not (`Failed`: compensation_failed, so
+/// the next undo tries it again). The call's own result is kept either way.
+fn resolve_compensation(
+    mut effect: Effect,
+    resolution: Resolution,
+    by: String,
+    now: Timestamp,
+) -> Result<Vec<Write>, Error> {
+    let (to, error) = match resolution {
+        Resolution::Compensated => (EffectState::Compensated, None),
+        Resolution::NotCompensated(reason) => (
+            EffectState::CompensationFailed,
+            Some(format!("the compensation did not run: {reason}")),
+        ),
+        Resolution::Committed(_) | Resolution::Failed(_) => {
+            return Err(Error::WrongVerdict {
+                effect: effect.id,
+                expected: "its compensation is in doubt: record whether it ran with \
+                           compensated or not_compensated",
+            });
+        }
+    };
+    effect.state = effect.state.transition(to)?;
+    effect.error = error;
+    effect.resolved_by = Some(by);
+    effect.updated_at = now;
+    Ok(vec![Write::UpdateEffect(effect)])
 }
 
 fn ensure_pending(effect: &Effect) -> Result<(), Error> {

@@ -14,8 +14,8 @@ pub use lifecycle::{
 };
 pub use runs::{RunChoice, current_run};
 pub use undo::{
-    StepRecorded, StepResult, UndoNext, UndoPlan, UndoStart, UndoView, complete_empty, finish_step,
-    next_step, plan_undo, record_step, start_undo,
+    CompensationFailure, StepRecorded, StepResult, UndoNext, UndoPlan, UndoStart, UndoView,
+    complete_empty, finish_step, next_step, plan_undo, record_step, retry_compensation, start_undo,
 };
 
 use undolog_store::{Approval, Effect, Session};

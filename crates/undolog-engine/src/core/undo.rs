@@ -136,6 +136,17 @@ pub fn start_undo(view: UndoView, claim: Lease) -> Result<UndoStart, Error> {
             until: running.expires_at,
         });
     }
+    if let Some(doubtful) = view
+        .effects
+        .iter()
+        .find(|e| e.state == EffectState::CompensationInDoubt)
+    {
+        return Err(Error::CompensationInDoubt {
+            session: view.session.id.clone(),
+            effect: doubtful.id,
+            tool: doubtful.tool.clone(),
+        });
+    }
     let now = view.now;
     let mut session = view.session.clone();
     if let Some(cut_off) = view
@@ -229,6 +240,36 @@ pub enum StepResult {
     Compensated,
     /// It kept failing; the error is kept on the effect for a person.
     Failed { error: String },
+    /// It may or may not have run: the effect is `compensation_in_doubt` until an admin says.
+    InDoubt { error: String },
+}
+
+/// Why a compensator did not compensate, as it knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompensationFailure {
+    /// It did not run: refused before it was sent (the upstream unreachable, the request
+    /// refused), or it answered that it failed. Trying again is safe.
+    NotRun(String),
+    /// It may have run: it was sent and its answer was lost (a timeout after sending, a broken
+    /// connection). Running it again could undo twice (refund a payment twice).
+    MayHaveRun(String),
+}
+
+impl CompensationFailure {
+    pub fn message(&self) -> &str {
+        match self {
+            CompensationFailure::NotRun(message) | CompensationFailure::MayHaveRun(message) => {
+                message
+            }
+        }
+    }
+}
+
+/// Whether a compensation that failed so on its `attempts`-th try is tried again, of `allowed`:
+/// only one that did not run, and only while tries are left. What may have run is never run
+/// again without a person.
+pub fn retry_compensation(failure: &CompensationFailure, attempts: u32, allowed: u32) -> bool {
+    matches!(failure, CompensationFailure::NotRun(_)) && attempts < allowed.max(1)
 }
 
 /// The writes that record one step, and how the session ends with it (if it does).
@@ -315,6 +356,19 @@ fn recorded(
             session.failed_effect = Some(effect.id);
             (
                 EffectState::CompensationFailed,
+                Some(SessionState::CompensationFailed),
+            )
+        }
+        StepResult::InDoubt { error } => {
+            effect.error = Some(format!(
+                "the compensation may or may not have run ({error}); it is not run again on a \
+                 guess: check its target, then record what happened (POST \
+                 /v1/effects/{}/resolve, compensated or not_compensated)",
+                effect.id
+            ));
+            session.failed_effect = Some(effect.id);
+            (
+                EffectState::CompensationInDoubt,
                 Some(SessionState::CompensationFailed),
             )
         }

@@ -3,6 +3,7 @@
 mod answered_early;
 mod approvals;
 mod bad_input;
+mod compensation_in_doubt;
 mod concurrency;
 mod executors;
 mod group_commit;

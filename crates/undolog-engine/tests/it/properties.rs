@@ -6,7 +6,8 @@ use async_trait::async_trait;
 use proptest::prelude::*;
 use serde_json::json;
 use undolog_engine::{
-    Call, Compensated, Compensator, Engine, EngineConfig, Error, Intercept, ManualClock,
+    Call, Compensated, CompensationFailure, Compensator, Engine, EngineConfig, Error, Intercept,
+    ManualClock,
 };
 use undolog_store::{Effect, SqliteStore};
 use undolog_types::{
@@ -65,9 +66,9 @@ struct Picky;
 
 #[async_trait]
 impl Compensator for Picky {
-    async fn compensate(&self, effect: &Effect) -> Result<Compensated, String> {
+    async fn compensate(&self, effect: &Effect) -> Result<Compensated, CompensationFailure> {
         if effect.args.as_map()["amount"] == 2 {
-            Err("refused".into())
+            Err(CompensationFailure::NotRun("refused".into()))
         } else {
             Ok(Compensated::AlreadyUndone)
         }
@@ -194,6 +195,7 @@ async fn play(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     | EffectState::Compensating
                     | EffectState::Compensated
                     | EffectState::CompensationFailed
+                    | EffectState::CompensationInDoubt
             );
             if took_effect && e.tier != Tier::ReadOnly && e.idempotency_key.is_none() {
                 *done_per_signature

@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use serde_json::json;
-use undolog_engine::{Compensated, Compensator, Error, StepOutcome};
+use undolog_engine::{Compensated, CompensationFailure, Compensator, Error, StepOutcome};
 use undolog_store::Effect;
 use undolog_types::{EffectId, EffectState, SessionState};
 
@@ -19,13 +19,13 @@ struct Ledger {
 
 #[async_trait]
 impl Compensator for Ledger {
-    async fn compensate(&self, effect: &Effect) -> Result<Compensated, String> {
+    async fn compensate(&self, effect: &Effect) -> Result<Compensated, CompensationFailure> {
         if let Some((id, left)) = self.failing.lock().unwrap().as_mut()
             && *id == effect.id
             && *left > 0
         {
             *left -= 1;
-            return Err("bank is down".into());
+            return Err(CompensationFailure::NotRun("bank is down".into()));
         }
         self.undone.lock().unwrap().push(effect.id);
         Ok(Compensated::Done {
@@ -214,7 +214,7 @@ struct SlowCounter {
 
 #[async_trait]
 impl Compensator for SlowCounter {
-    async fn compensate(&self, effect: &Effect) -> Result<Compensated, String> {
+    async fn compensate(&self, effect: &Effect) -> Result<Compensated, CompensationFailure> {
         self.runs.lock().unwrap().push(effect.id);
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         Ok(Compensated::AlreadyUndone)
@@ -263,7 +263,7 @@ struct Stuck;
 
 #[async_trait]
 impl Compensator for Stuck {
-    async fn compensate(&self, _effect: &Effect) -> Result<Compensated, String> {
+    async fn compensate(&self, _effect: &Effect) -> Result<Compensated, CompensationFailure> {
         std::future::pending().await
     }
 }

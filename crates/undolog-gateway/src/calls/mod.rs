@@ -537,10 +537,11 @@ impl Gateway {
                         approval_id,
                         expires_at,
                     };
-                    if self.config.approvals.mode == ApprovalMode::Defer
-                        || caller.never_hold
-                        || waited_for_approval
-                    {
+                    // A task waits for the decision however the request would (deferring, a
+                    // task's call would end with the approval still pending).
+                    let deferred =
+                        self.config.approvals.mode == ApprovalMode::Defer && !caller.in_task;
+                    if deferred || caller.never_hold || waited_for_approval {
                         return Ok(waiting);
                     }
                     waited_for_approval = true;

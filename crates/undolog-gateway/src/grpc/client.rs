@@ -462,6 +462,8 @@ impl RemoteEngine {
         let verdict = match resolution {
             Resolution::Committed(result) => Verdict::CommittedResultJson(result.to_string()),
             Resolution::Failed(error) => Verdict::FailedError(error),
+            Resolution::Compensated => Verdict::Compensated(true),
+            Resolution::NotCompensated(error) => Verdict::NotCompensatedError(error),
         };
         let mut client = self.client();
         let request = proto::ResolveRequest {
@@ -571,6 +573,9 @@ impl RemoteEngine {
             } => json!({"outcome": "already_undone", "claim": claim}),
             StepOutcome::Failed { error } => {
                 json!({"outcome": "failed", "claim": claim, "error": error})
+            }
+            StepOutcome::InDoubt { error } => {
+                json!({"outcome": "in_doubt", "claim": claim, "error": error})
             }
         };
         let mut client = self.client();

@@ -9,7 +9,8 @@ use serde_json::Value;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use undolog_engine::{
-    Call, Compensated, Compensator, ReadOutcome, Resolution, UndoStep, UndoSteps as _,
+    Call, Compensated, CompensationFailure, Compensator, ReadOutcome, Resolution, UndoStep,
+    UndoSteps as _,
 };
 use undolog_store::Effect as EffectRecord;
 use undolog_types::{ApprovalId, ApprovalState, EffectId, Role, Timestamp};
@@ -271,9 +272,12 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
                 Resolution::Committed(json_text("committed_result_json", &text).map_err(status)?)
             }
             Some(Verdict::FailedError(error)) => Resolution::Failed(error),
-            None => {
+            Some(Verdict::Compensated(true)) => Resolution::Compensated,
+            Some(Verdict::NotCompensatedError(error)) => Resolution::NotCompensated(error),
+            Some(Verdict::Compensated(false)) | None => {
                 return Err(status(Error::BadRequest(
-                    "name the verdict: committed_result_json (it ran) or failed_error (it did not)"
+                    "name the verdict: committed_result_json (it ran) or failed_error (it did \
+                     not); for a compensation in doubt, compensated or not_compensated_error"
                         .into(),
                 )));
             }
@@ -631,13 +635,13 @@ struct Reporting<'g> {
 
 #[async_trait::async_trait]
 impl Compensator for Reporting<'_> {
-    async fn compensate(&self, effect: &EffectRecord) -> Result<Compensated, String> {
+    async fn compensate(&self, effect: &EffectRecord) -> Result<Compensated, CompensationFailure> {
         let tried = self.inner.compensate(effect).await;
         let step = proto::StepTried {
             effect_id: effect.id.to_string(),
             tool: effect.tool.clone(),
             compensated: tried.is_ok(),
-            error: tried.as_ref().err().cloned(),
+            error: tried.as_ref().err().map(|e| e.message().to_owned()),
         };
         let update = proto::UndoUpdate {
             update: Some(proto::undo_update::Update::Step(step)),

@@ -294,8 +294,18 @@ pub(crate) async fn in_doubt(
 #[derive(Debug, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum ResolveBody {
-    Committed { result: Value },
-    Failed { error: String },
+    Committed {
+        result: Value,
+    },
+    Failed {
+        error: String,
+    },
+    /// A compensation in doubt did run.
+    Compensated {},
+    /// A compensation in doubt did not run (an undo tries it again).
+    NotCompensated {
+        error: Option<String>,
+    },
 }
 
 pub(crate) async fn resolve(
@@ -308,6 +318,10 @@ pub(crate) async fn resolve(
     let resolution = match body {
         ResolveBody::Committed { result } => Resolution::Committed(result),
         ResolveBody::Failed { error } => Resolution::Failed(error),
+        ResolveBody::Compensated {} => Resolution::Compensated,
+        ResolveBody::NotCompensated { error } => Resolution::NotCompensated(
+            error.unwrap_or_else(|| "an operator found it did not".into()),
+        ),
     };
     resolve_effect(&gateway, &principal, id, resolution).await?;
     Ok(Json(

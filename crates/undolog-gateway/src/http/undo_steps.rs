@@ -45,6 +45,11 @@ pub(crate) enum StepBody {
         claim: String,
         error: String,
     },
+    /// It was sent and its answer lost: it may or may not have run, and is kept for an admin.
+    InDoubt {
+        claim: String,
+        error: String,
+    },
 }
 
 impl StepBody {
@@ -64,6 +69,7 @@ impl StepBody {
                 },
             ),
             StepBody::Failed { claim, error } => (claim, StepOutcome::Failed { error }),
+            StepBody::InDoubt { claim, error } => (claim, StepOutcome::InDoubt { error }),
         }
     }
 }

@@ -86,23 +86,42 @@ fn title(notice: &Notice) -> String {
     )
 }
 
+/// Text of the agent's (arguments, a session id, a tool name) made inert in Slack's `mrkdwn`:
+/// `&`, `<` and `>` escaped as Slack asks, so no `<url|label>` link, mention or channel ping
+/// forms; and each backtick replaced by the modifier letter grave accent (U+02CB), which looks
+/// the same, so no code span or block the message opens can be closed early.
+fn mrkdwn(text: &str) -> String {
+    let mut inert = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => inert.push_str("&amp;"),
+            '<' => inert.push_str("&lt;"),
+            '>' => inert.push_str("&gt;"),
+            '`' => inert.push('\u{02CB}'),
+            c => inert.push(c),
+        }
+    }
+    inert
+}
+
 /// A Slack incoming webhook's message: Block Kit, with `text` for notifications and clients that
-/// show no blocks.
+/// show no blocks. Everything not the gateway's own words goes through [`mrkdwn`].
 pub(crate) fn slack(notice: &Notice) -> Value {
     let field =
         |label: &str, value: &str| json!({"type": "mrkdwn", "text": format!("*{label}*\n{value}")});
+    let requested_by = notice.requested_by.as_deref().unwrap_or("unknown");
     json!({
-        "text": format!("{}: {}", title(notice), notice.links.approve),
+        "text": format!("{}: {}", mrkdwn(&title(notice)), notice.links.approve),
         "blocks": [
             {"type": "header", "text": {"type": "plain_text", "text": title(notice)}},
             {"type": "section", "fields": [
-                field("Tool", &format!("`{}`", notice.tool)),
+                field("Tool", &format!("`{}`", mrkdwn(&notice.tool))),
                 field("Tier", notice.tier.as_str()),
-                field("Session", &format!("`{}`", notice.session)),
-                field("Requested by", notice.requested_by.as_deref().unwrap_or("unknown")),
+                field("Session", &format!("`{}`", mrkdwn(notice.session.as_str()))),
+                field("Requested by", &mrkdwn(requested_by)),
             ]},
-            {"type": "section", "text": {"type": "mrkdwn", "text": format!("*Why it waits*\n{}", notice.reason)}},
-            {"type": "section", "text": {"type": "mrkdwn", "text": format!("*Arguments*\n```{}```", shown_arguments(&notice.arguments))}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": format!("*Why it waits*\n{}", mrkdwn(&notice.reason))}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": format!("*Arguments*\n```{}```", mrkdwn(&shown_arguments(&notice.arguments)))}},
             {"type": "actions", "elements": [
                 {"type": "button", "style": "primary", "action_id": "approve",
                  "text": {"type": "plain_text", "text": "Approve…"}, "url": notice.links.approve},
@@ -228,6 +247,64 @@ mod tests {
         }
         assert_eq!(subject, "Approval needed: bank__transfer in org acme");
         assert_eq!(blocks, 6);
+    }
+
+    /// The injection as it was found: an argument that closed the arguments block and put an
+    /// "Approve" link of the agent's in the message.
+    #[test]
+    fn what_the_agent_wrote_opens_no_link_and_closes_no_code_block_in_slack() {
+        let link = "<https://evil.example/approve|Approve (recommended)>";
+        let cases = [
+            (
+                "a fence and a link",
+                json!({"memo": format!("```\n{link}\n```")}),
+            ),
+            ("a mention", json!({"memo": "<!channel> <@U123> &amp;"})),
+            ("backticks alone", json!({"memo": "`a` ``b`` ````"})),
+        ];
+        for (what, arguments) in cases {
+            let mut notice = notice(arguments);
+            notice.session = SessionId::new("s`<x|y>").unwrap_or(notice.session);
+            let message = slack(&notice);
+            let texts = mrkdwn_texts(&message);
+            let all = texts.join("\n");
+            assert_eq!(
+                all.matches("```").count(),
+                2,
+                "{what}: one block, opened and closed: {all}"
+            );
+            assert!(
+                !all.contains("<https://evil"),
+                "{what}: a link of the agent's: {all}"
+            );
+            assert!(
+                !all.contains("<!channel>") && !all.contains("<@U"),
+                "{what}: {all}"
+            );
+            // Every `<` left is one the gateway wrote: none.
+            assert!(!all.contains('<'), "{what}: {all}");
+        }
+        let found = slack(&notice(json!({"memo": link}))).to_string();
+        assert!(
+            found.contains("&lt;https://evil.example/approve|Approve (recommended)&gt;"),
+            "{found}"
+        );
+    }
+
+    /// Every text of a Slack message that Slack reads as mrkdwn (the fallback `text` too).
+    fn mrkdwn_texts(message: &Value) -> Vec<String> {
+        let mut texts = vec![message["text"].as_str().unwrap().to_owned()];
+        for block in message["blocks"].as_array().unwrap() {
+            let parts = (block.get("fields").and_then(Value::as_array).cloned())
+                .or_else(|| block.get("elements").and_then(Value::as_array).cloned())
+                .unwrap_or_else(|| vec![block["text"].clone()]);
+            for part in parts {
+                if part["type"] == "mrkdwn" {
+                    texts.push(part["text"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+        texts
     }
 
     #[test]

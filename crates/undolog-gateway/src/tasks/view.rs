@@ -83,7 +83,8 @@ pub(super) fn of_effect(
         EffectState::Committed
         | EffectState::Compensating
         | EffectState::Compensated
-        | EffectState::CompensationFailed => completed(effect.id, effect.result.as_ref()),
+        | EffectState::CompensationFailed
+        | EffectState::CompensationInDoubt => completed(effect.id, effect.result.as_ref()),
         EffectState::Failed => match effect.result.as_ref() {
             // The upstream's JSON-RPC error, kept as the effect's details.
             Some(details) if details.get("error").is_some_and(Value::is_object) => {

@@ -28,7 +28,7 @@ use tokio::sync::Mutex;
 
 use super::{
     direct::{Direct, Posted},
-    relay::{Relay, Ticket, UpstreamClient},
+    relay::{Relay, Requester, Ticket, UpstreamClient},
     stream_origin::MarkingClient,
 };
 use crate::{
@@ -355,6 +355,17 @@ impl Connection {
         meta: Option<RequestMetaObject>,
     ) -> Result<ServerResult, UpstreamError> {
         let peer = self.peer(era).await?;
+        // In flight at the relay before it is sent, whoever sent it: what the upstream sends
+        // meanwhile is tied to it, or to no one, never guessed to be another client's. (What
+        // an upstream asks while it connects, before, is nobody's request.)
+        let unattended;
+        let ticket = match ticket {
+            Some(ticket) => ticket,
+            None => {
+                unattended = self.relay.register(Requester::unattended(), None);
+                &unattended
+            }
+        };
         // `meta` goes in after the connection's own per-request metadata, so it can speak for
         // the client (its capabilities) rather than for the gateway.
         let mut options = PeerRequestOptions::no_options();
@@ -371,9 +382,7 @@ impl Connection {
                 });
             }
         };
-        if let Some(ticket) = ticket {
-            ticket.bind(handle.id.clone(), handle.progress_token.clone());
-        }
+        ticket.bind(handle.id.clone(), handle.progress_token.clone());
         let id = handle.id.clone();
         let answer = tokio::select! {
             answer = tokio::time::timeout(self.timeout, handle.await_response()) => answer.ok(),
@@ -416,6 +425,8 @@ impl Connection {
         Fut: Future<Output = Result<T, ServiceError>>,
     {
         let peer = self.peer(era).await?;
+        // In flight at the relay, as [`Connection::send`]'s requests are.
+        let _in_flight = self.relay.register(Requester::unattended(), None);
         let answer = tokio::select! {
             answer = tokio::time::timeout(self.timeout, send(peer)) => answer,
             () = cancel.cancelled() => return Err(UpstreamError::Cancelled),

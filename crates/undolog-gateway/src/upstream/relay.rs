@@ -9,7 +9,9 @@
 //! for the call it names to be tied, as the upstream may ask before that. One that cannot be tied
 //! to a request (a stdio upstream, a standalone stream) goes to the client only when every
 //! request in flight on that upstream is that one client's; otherwise it is refused and logged,
-//! never guessed. Resource updates go to the clients subscribed to the URI, and list changes to the
+//! never guessed. Every request the gateway sends upstream is in flight here while it runs, a
+//! client's or not ([`Requester::unattended`]: a REST call, a compensation, a followed task), so
+//! that no request of the gateway's own is mistaken for the absence of one. Resource updates go to the clients subscribed to the URI, and list changes to the
 //! listen streams that asked for them.
 
 // Sampling, roots and logging are deprecated in 2026-07-28, but 2025-11-25 clients (most of them
@@ -71,6 +73,19 @@ impl Requester {
     pub(crate) fn next_connection() -> u64 {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A request with no client to hear from the upstream while it runs: a REST call, an undo's
+    /// compensation, a task followed in the background. It is in flight all the same, as a
+    /// connection of its own, so that what the upstream sends meanwhile is never taken for
+    /// another client's; what is tied to it is refused to the upstream.
+    pub(crate) fn unattended() -> Requester {
+        Requester {
+            peer: None,
+            protocol_version: None,
+            connection: Requester::next_connection(),
+            request: RequestId::Number(0),
+        }
     }
 }
 

@@ -268,3 +268,78 @@ async fn an_elicitation_rides_the_calls_own_stream() {
         }
     }
 }
+
+/// A REST call has no client to ask: what its upstream sends during it (a log line, an
+/// elicitation, a sampling request, a roots request) is refused or dropped, never handed to the
+/// MCP client of another org whose call is in flight on the same upstream, and that client's
+/// answers and roots never reach the REST call's result. Over stdio every such message is
+/// untied; over HTTP the roots request comes on no call's stream.
+async fn a_rest_calls_upstream_messages_reach_no_other_client(upstream: &str) {
+    let gw = TestGateway::start(&format!(
+        "{upstream}{BANK_TOOLS}{CHATTY}[tools.roots]\ntier = \"read_only\"\n"
+    ))
+    .await;
+    let acme = gw.key("acme", Role::Agent).await;
+    let globex = gw.key("globex", Role::Agent).await;
+    let auth = format!("Authorization: Bearer {}", globex.secret);
+    // B answers its own elicitation only after a while: its call stays in flight meanwhile.
+    let options = [
+        "--elicit-reply",
+        "B",
+        "--elicit-delay",
+        "3.0",
+        "--sampling-reply",
+        "B",
+        "--roots",
+        "file:///home/B/private",
+    ];
+    let mut b = Client::connect_with("mcp2", "legacy", &gw.mcp_url(), &[&auth], &options).await;
+    let waiting = b
+        .start_call("confirm", json!({"question": "for B: still there?"}))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+
+    for (tool, args) in [
+        ("note", json!({"text": "for A: a log line"})),
+        ("confirm", json!({"question": "for A: your password?"})),
+        ("ask", json!({"question": "for A: a sampling request"})),
+        ("roots", json!({})),
+    ] {
+        let (status, answer) = gw.rest_call(Some(&acme), "rest-a", tool, args).await;
+        let text = answer.to_string();
+        assert!(
+            !text.contains("B | saw") && !text.contains("file:///home/B"),
+            "{tool}: B's answers reached A's REST call ({status}): {text}"
+        );
+    }
+
+    let answered = b.answer(waiting).await;
+    assert_eq!(
+        answered["ok"]["structuredContent"]["answer"], "B | saw: for B: still there?",
+        "{answered}"
+    );
+    let heard = b.heard().await;
+    assert!(
+        !heard.to_string().contains("for A"),
+        "B heard A's call: {heard}"
+    );
+    assert_eq!(
+        heard["roots_asked"],
+        json!([]),
+        "B was asked for roots: {heard}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rest_call_on_a_stdio_upstream_reaches_no_other_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = stdio_bank_toml("bank", &dir.path().join("bank.json"));
+    a_rest_calls_upstream_messages_reach_no_other_client(&upstream).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rest_call_on_an_http_upstream_reaches_no_other_client() {
+    let bank = Bank::start().await;
+    let upstream = format!("[[upstreams]]\nname = \"bank\"\nurl = \"{}\"\n", bank.url);
+    a_rest_calls_upstream_messages_reach_no_other_client(&upstream).await;
+}

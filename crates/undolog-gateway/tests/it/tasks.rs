@@ -210,6 +210,30 @@ async fn a_held_call_becomes_a_task_that_completes_after_a_decision_made_30_s_la
     client.cancel().await.ok();
 }
 
+/// In `approvals.mode = "defer"` a request answers at once, but a task is already that answer:
+/// it waits for the decision as in the default mode. (It used to fail within half a second,
+/// "nobody decided on the call in time", and the approved call never ran.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_defer_mode_a_held_call_s_task_waits_for_the_decision_and_completes_once_approved() {
+    let gw = TestGateway::start("[approvals]\nmode = \"defer\"\n").await;
+    let task = held_task(&gw, None, "cfo@example.com").await;
+    let approval = approval_for(&gw, None, &task).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let waiting = get_task(&gw, None, &task).await;
+    assert_eq!(waiting["result"]["status"], "working", "{waiting}");
+
+    let (status, answer) = gw
+        .post(&format!("/v1/approvals/{approval}/approve"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let done =
+        wait_for_terminal(|| async { get_task(&gw, None, &task).await["result"].clone() }).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["structuredContent"]["sent"], true, "{done}");
+    let effect = gw.get(&format!("/v1/effects/{task}")).await;
+    assert_eq!(effect["state"], "committed", "{effect}");
+}
+
 /// Polls until the task is terminal (10 s at most after the decision).
 async fn wait_for_terminal<F, Fut>(mut get: F) -> Value
 where

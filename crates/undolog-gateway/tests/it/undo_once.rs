@@ -120,3 +120,85 @@ async fn four_undos_at_once_at_two_gateways_run_four_compensations_on_postgres()
     let answers = undo_at_once(&[&a, &b]).await;
     exactly_once(&bank, &answers).await;
 }
+
+/// A refund that outlasts the gateway's upstream timeout (it refunds, then takes 4 s more to
+/// answer) may have run: one undo refunds once and leaves the step in doubt, and a second undo
+/// runs nothing until an admin records what happened. (Both used to retry it: 3 refunds after
+/// one undo, 6 after two.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_that_timed_out_runs_once_after_one_undo_and_after_a_second() {
+    let bank = Bank::start().await;
+    let gw = TestGateway::start(&format!(
+        "[[upstreams]]\nname = \"bank\"\nurl = \"{}\"\n\
+         [limits]\nupstream_timeout_secs = 2\n\
+         [tools.transfer]\ntier = \"compensable\"\n\
+         compensation = {{ tool = \"transfer_slowly\", args = {{ from_account = \"{{{{args.to_account}}}}\", \
+         to_account = \"{{{{args.from_account}}}}\", amount = \"{{{{args.amount}}}}\", seconds = 4 }} }}\n\
+         [tools.transfer_slowly]\ntier = \"compensable\"\n",
+        bank.url
+    ))
+    .await;
+    let (status, paid) = gw
+        .rest_call(
+            None,
+            "slow-1",
+            "transfer",
+            json!({"from_account": "alice", "to_account": "bob", "amount": 30}),
+        )
+        .await;
+    assert_eq!(status, 200, "{paid}");
+    let effect = paid["effect_id"].as_str().unwrap().to_owned();
+    let refunds = |ledger: Vec<Value>| {
+        (ledger.iter())
+            .filter(|op| op["from_account"] == "bob" && op["to_account"] == "alice")
+            .count()
+    };
+
+    let (status, report) = gw.post("/v1/sessions/slow-1/undo", json!({})).await;
+    assert_eq!(
+        (status, report["state"].as_str()),
+        (200, Some("compensation_failed")),
+        "{report}"
+    );
+    let step = &report["steps"][0];
+    assert_eq!(
+        (step["attempts"].as_u64(), step["outcome"]["kind"].as_str()),
+        (Some(1), Some("in_doubt")),
+        "{report}"
+    );
+    assert_eq!(refunds(bank.ledger().await), 1, "one refund after one undo");
+    let listed = gw.get("/v1/effects/in_doubt").await;
+    assert!(listed.to_string().contains(&effect), "{listed}");
+
+    let (status, again) = gw.post("/v1/sessions/slow-1/undo", json!({})).await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (409, Some("compensation_in_doubt")),
+        "{again}"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(
+        refunds(bank.ledger().await),
+        1,
+        "one refund after a second undo"
+    );
+
+    let resolve = format!("/v1/effects/{effect}/resolve");
+    let (status, wrong) = gw
+        .post(&resolve, json!({"outcome": "committed", "result": {}}))
+        .await;
+    assert_eq!(
+        (status, wrong["code"].as_str()),
+        (422, Some("wrong_verdict")),
+        "{wrong}"
+    );
+    let (status, resolved) = gw.post(&resolve, json!({"outcome": "compensated"})).await;
+    assert_eq!(status, 200, "{resolved}");
+    let (status, finished) = gw.post("/v1/sessions/slow-1/undo", json!({})).await;
+    assert_eq!(
+        (status, finished["state"].as_str()),
+        (200, Some("compensated")),
+        "{finished}"
+    );
+    assert_eq!(refunds(bank.ledger().await), 1, "never refunded again");
+}
