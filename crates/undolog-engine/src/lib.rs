@@ -26,6 +26,7 @@ mod group_commit;
 mod hints;
 mod known;
 mod outcome;
+mod readers;
 mod remembered;
 mod saga;
 mod session_batches;
@@ -41,6 +42,7 @@ pub use error::Error;
 pub use events::{Event, hold_reason};
 pub use executor::{Health, renewing};
 pub use outcome::{Intercept, Rejection};
+pub use readers::Reader;
 pub use saga::{
     Compensated, Compensator, StepOutcome, UndoReport, UndoRun, UndoStep, UndoSteps, run_undo,
 };

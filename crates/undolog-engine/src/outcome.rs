@@ -50,6 +50,9 @@ pub enum Rejection {
     },
     /// The session no longer takes calls.
     SessionClosed { state: SessionState },
+    /// The session belongs to another caller (the credential that opened it): nobody else calls
+    /// in it or replays from it.
+    SessionOfAnother,
     /// An identical call started but its executor vanished before recording the outcome: it may or
     /// may not have run, and running it again could do it twice.
     InDoubt,
@@ -67,6 +70,10 @@ impl Rejection {
             Rejection::SessionClosed { state } => {
                 format!("the session is {state} and takes no more calls; start a new session")
             }
+            Rejection::SessionOfAnother => "the session was opened by another credential, and \
+                only it calls in it; name a session of your own, or none (your calls then join \
+                your own run)"
+                .to_owned(),
             Rejection::InDoubt => "an identical earlier call may or may not have run (its executor \
                 stopped before recording the outcome); an operator must resolve it before it can run again"
                 .to_owned(),

@@ -7,7 +7,7 @@ use undolog_store::{Session, Snapshot};
 use undolog_types::{LockKey, OrgId, SessionId, SessionState, Timestamp};
 
 use crate::{
-    Engine, Error, Event, Rejection,
+    Engine, Error, Event, Reader, Rejection,
     core::{self, RunChoice, Write},
 };
 
@@ -228,10 +228,19 @@ impl Engine {
     /// Exports a session's whole history (session, effects, approvals, undo stack) as JSON, and
     /// keeps the export in the log.
     pub async fn snapshot(&self, org: &OrgId, id: &SessionId) -> Result<Snapshot, Error> {
+        self.snapshot_read_by(org, id, &Reader::Org).await
+    }
+
+    /// [`Engine::snapshot`] of a session `reader` sees.
+    pub async fn snapshot_read_by(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+        reader: &Reader,
+    ) -> Result<Snapshot, Error> {
         let mut tx = self.begin(org).await?;
-        let session = tx
-            .session(id)
-            .await?
+        let session = (tx.session(id).await?)
+            .filter(|s| reader.reads(s))
             .ok_or_else(|| Error::UnknownSession(id.clone()))?;
         let effects = tx.session_effects(id).await?;
         let approvals: Vec<_> = tx

@@ -95,6 +95,15 @@ impl Principal {
         }
     }
 
+    /// What this principal reads of its org's log: an agent, only the sessions that belong to
+    /// it (those it opened, its runs); an approver or an admin, the whole org.
+    pub fn reader(&self) -> undolog_engine::Reader {
+        match self.role {
+            Role::Agent => undolog_engine::Reader::Caller(self.actor()),
+            Role::Approver | Role::Admin => undolog_engine::Reader::Org,
+        }
+    }
+
     /// The key that proved this principal, if a key did.
     pub fn key_id(&self) -> Option<&str> {
         match &self.credential {

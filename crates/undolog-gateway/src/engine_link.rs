@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use undolog_engine::{
-    Call, Compensator, Decider, Engine, EngineConfig, Intercept, ReadOutcome, Rejection,
+    Call, Compensator, Decider, Engine, EngineConfig, Intercept, ReadOutcome, Reader, Rejection,
     Resolution, StepOutcome, UndoPlanned, UndoProgress, UndoReport,
 };
 use undolog_store::{Approval, Effect, Session};
@@ -213,17 +213,24 @@ impl EngineLink {
             e => e.resolve_in_doubt(org, effect, resolution, by),
             r => r.resolve_in_doubt(effect, resolution)
         }
-        fn sessions(&self, org: &OrgId) -> Vec<Session> {
-            e => e.sessions(org),
+        // What a client reads: `reader` here; the remote engine reads the client's
+        // credentials, as it does their org.
+        fn sessions(&self, org: &OrgId, reader: &Reader) -> Vec<Session> {
+            e => e.sessions_read_by(org, reader),
             r => r.sessions()
         }
-        fn session_effects(&self, org: &OrgId, session: &SessionId) -> Vec<Effect> {
-            e => e.session_effects(org, session),
+        fn session_effects(&self, org: &OrgId, session: &SessionId, reader: &Reader)
+            -> Vec<Effect> {
+            e => e.session_effects_read_by(org, session, reader),
             r => r.session_effects(session)
         }
-        fn snapshot(&self, org: &OrgId, session: &SessionId) -> Value {
-            e => async move { e.snapshot(org, session).await.map(|s| s.body) },
+        fn snapshot(&self, org: &OrgId, session: &SessionId, reader: &Reader) -> Value {
+            e => async move { e.snapshot_read_by(org, session, reader).await.map(|s| s.body) },
             r => r.snapshot(session)
+        }
+        fn effect_read_by(&self, org: &OrgId, id: EffectId, reader: &Reader) -> Effect {
+            e => e.effect_read_by(org, id, reader),
+            r => r.effect(id)
         }
         fn approve(&self, org: &OrgId, id: ApprovalId, by: &Decider, reason: Option<String>)
             -> Approval {

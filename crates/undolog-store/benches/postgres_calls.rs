@@ -88,6 +88,7 @@ async fn session_calls(store: Arc<PostgresStore>, calls: u64) {
         failed_effect: None,
         undo_claim: None,
         run_of: None,
+        opened_by: None,
         created_at: Timestamp::now(),
         updated_at: Timestamp::now(),
     })

@@ -124,6 +124,9 @@ pub trait Tx: Send {
     async fn put_session(&mut self, session: &Session) -> Result<()>;
     /// Every session of the org, oldest first.
     async fn sessions(&mut self) -> Result<Vec<Session>>;
+    /// The sessions of the org that belong to `caller` ([`Session::belongs_to`]), oldest first:
+    /// those it opened, its runs, and those recorded with no opener.
+    async fn sessions_of(&mut self, caller: &str) -> Result<Vec<Session>>;
     /// The newest implicit run of `principal` (the session whose `run_of` it is), if any.
     async fn latest_run(&mut self, principal: &str) -> Result<Option<Session>>;
 

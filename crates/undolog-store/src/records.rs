@@ -23,8 +23,26 @@ pub struct Session {
     /// The principal whose implicit run this is, when the gateway started it for a client that
     /// named no session; `None` for a session a client named.
     pub run_of: Option<String>,
+    /// The credential that opened it (the caller of its first call), whose alone it is: no
+    /// other caller joins it, and only it, approvers and admins read it. `None` for a session
+    /// recorded before sessions had openers, or opened by a call that named no caller: open to
+    /// every caller of its org, as sessions were.
+    pub opened_by: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+impl Session {
+    /// Who it belongs to: its opener, or the principal whose run it is.
+    pub fn opener(&self) -> Option<&str> {
+        self.opened_by.as_deref().or(self.run_of.as_deref())
+    }
+
+    /// Whether `caller` may call in it and read it as an agent: its opener, or anyone when it
+    /// has none.
+    pub fn belongs_to(&self, caller: Option<&str>) -> bool {
+        self.opener().is_none_or(|opener| caller == Some(opener))
+    }
 }
 
 /// How to undo an effect. Recorded with the effect before the tool runs.

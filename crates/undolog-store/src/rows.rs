@@ -9,7 +9,7 @@ use undolog_types::{Args, Signature, Timestamp, TokenDigest};
 use crate::{ApiKey, Approval, Effect, Lease, Result, Session, Snapshot};
 
 pub(crate) const SESSION_COLUMNS: &str = "org, id, state, next_seq, failed_effect, undo_holder, \
-    undo_expires_at, run_of, created_at, updated_at";
+    undo_expires_at, run_of, opened_by, created_at, updated_at";
 
 pub(crate) const EFFECT_COLUMNS: &str = "id, org, session, seq, tool, args, step, signature, \
     idempotency_key, tier, compensation, state, result, error, approval, lease_holder, \
@@ -83,6 +83,7 @@ pub(crate) fn session(row: &impl Columns) -> Result<Session> {
         failed_effect: parsed_opt(row, "failed_effect")?,
         undo_claim: lease(row, "undo_holder", "undo_expires_at")?,
         run_of: row.text_opt("run_of")?,
+        opened_by: row.text_opt("opened_by")?,
         created_at: timestamp(row, "created_at")?,
         updated_at: timestamp(row, "updated_at")?,
     })

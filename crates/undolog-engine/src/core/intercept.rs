@@ -37,6 +37,16 @@ pub enum Decision {
 pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Error> {
     let mut writes = Vec::new();
     let mut session = match view.session.clone() {
+        Some(s) if !s.belongs_to(call.caller.as_deref()) => {
+            let reason = Rejection::SessionOfAnother;
+            return Ok(Decision::Answer(
+                Intercept::Rejected {
+                    effect_id: None,
+                    reason,
+                },
+                writes,
+            ));
+        }
         Some(s) if s.state != SessionState::Active => {
             let reason = Rejection::SessionClosed { state: s.state };
             return Ok(Decision::Answer(
@@ -183,6 +193,9 @@ fn finished(
     now: Timestamp,
 ) -> Result<Vec<Write>, Rejection> {
     let mut session = match session {
+        Some(s) if !s.belongs_to(call.caller.as_deref()) => {
+            return Err(Rejection::SessionOfAnother);
+        }
         Some(s) if s.state != SessionState::Active => {
             return Err(Rejection::SessionClosed { state: s.state });
         }
@@ -386,6 +399,7 @@ fn new_session(call: &Call, now: Timestamp) -> Session {
         failed_effect: None,
         undo_claim: None,
         run_of: None,
+        opened_by: call.caller.clone(),
         created_at: now,
         updated_at: now,
     }

@@ -38,6 +38,7 @@ pub fn current_run(
             failed_effect: None,
             undo_claim: None,
             run_of: Some(principal.to_owned()),
+            opened_by: Some(principal.to_owned()),
             created_at: now,
             updated_at: now,
         }),

@@ -16,6 +16,7 @@ mod rejected;
 mod remembered;
 mod replay;
 mod runs;
+mod session_owners;
 mod settle_decisions;
 mod snapshots;
 mod undo;

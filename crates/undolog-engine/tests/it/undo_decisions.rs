@@ -65,6 +65,7 @@ fn view(state: SessionState, claim: Option<Lease>, states: &[EffectState]) -> Un
             failed_effect: None,
             undo_claim: claim,
             run_of: None,
+            opened_by: None,
             created_at: Timestamp(0),
             updated_at: Timestamp(0),
         },

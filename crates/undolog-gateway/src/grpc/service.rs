@@ -128,7 +128,9 @@ impl EngineService {
     }
 
     async fn effect_reply(&self, principal: &Principal, id: EffectId) -> Reply<proto::EffectReply> {
-        let record = (self.gateway.engine.effect(&principal.org, id).await).map_err(status)?;
+        let (engine, reader) = (&self.gateway.engine, principal.reader());
+        let record = engine.effect_read_by(&principal.org, id, &reader).await;
+        let record = record.map_err(status)?;
         Ok(Response::new(proto::EffectReply {
             effect: Some(effect(&record)),
         }))
@@ -495,7 +497,8 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         request: Request<proto::ListSessionsRequest>,
     ) -> Reply<proto::SessionList> {
         let principal = self.principal(&request).await?;
-        let sessions = self.gateway.engine.sessions(&principal.org).await;
+        let reader = principal.reader();
+        let sessions = self.gateway.engine.sessions(&principal.org, &reader).await;
         Ok(Response::new(proto::SessionList {
             record_json: (sessions.map_err(status)?.iter())
                 .map(|s| serde_json::to_string(s).unwrap_or_default())
@@ -509,7 +512,9 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     ) -> Reply<proto::SnapshotReply> {
         let principal = self.principal(&request).await?;
         let session = admin::session_id(&request.into_inner().session_id).map_err(status)?;
-        let body = self.gateway.engine.snapshot(&principal.org, &session).await;
+        let reader = principal.reader();
+        let body = (self.gateway.engine).snapshot(&principal.org, &session, &reader);
+        let body = body.await;
         Ok(Response::new(proto::SnapshotReply {
             body_json: body.map_err(status)?.to_string(),
         }))
@@ -535,7 +540,10 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let principal = self.principal(&request).await?;
         let session = admin::session_id(&request.into_inner().session_id).map_err(status)?;
         let engine = &self.gateway.engine;
-        let effects = engine.session_effects(&principal.org, &session).await;
+        let reader = principal.reader();
+        let effects = engine
+            .session_effects(&principal.org, &session, &reader)
+            .await;
         Ok(Response::new(proto::EffectList {
             effects: effects.map_err(status)?.iter().map(effect).collect(),
         }))

@@ -35,7 +35,10 @@ pub(crate) async fn sessions(
     State(gateway): State<Arc<Gateway>>,
     Extension(principal): Extension<Principal>,
 ) -> Result<Vec<Session>> {
-    Ok(Json(gateway.engine.sessions(&principal.org).await?))
+    let reader = principal.reader();
+    Ok(Json(
+        gateway.engine.sessions(&principal.org, &reader).await?,
+    ))
 }
 
 /// `GET /v1/sessions/{id}/export`: the session's whole history (session, effects, approvals,
@@ -47,7 +50,9 @@ pub(crate) async fn export(
 ) -> std::result::Result<axum::response::Response, Error> {
     use axum::response::IntoResponse;
     let id = session_id(&id)?;
-    let snapshot = gateway.engine.snapshot(&principal.org, &id).await?;
+    let snapshot = (gateway.engine)
+        .snapshot(&principal.org, &id, &principal.reader())
+        .await?;
     let name = format!(
         "attachment; filename=\"undolog-session-{}.json\"",
         id.as_str().replace(
@@ -72,7 +77,7 @@ pub(crate) async fn session(
     let id = session_id(&id)?;
     let found = gateway
         .engine
-        .sessions(&principal.org)
+        .sessions(&principal.org, &principal.reader())
         .await?
         .into_iter()
         .find(|s| s.id == id)
@@ -86,8 +91,11 @@ pub(crate) async fn session_effects(
     Path(id): Path<String>,
 ) -> Result<Vec<Effect>> {
     let id = session_id(&id)?;
+    let reader = principal.reader();
     Ok(Json(
-        gateway.engine.session_effects(&principal.org, &id).await?,
+        (gateway.engine)
+            .session_effects(&principal.org, &id, &reader)
+            .await?,
     ))
 }
 
@@ -281,7 +289,12 @@ pub(crate) async fn effect(
     Path(id): Path<String>,
 ) -> Result<Effect> {
     let id: EffectId = parse_id("effect", &id)?;
-    Ok(Json(gateway.engine.effect(&principal.org, id).await?))
+    let reader = principal.reader();
+    Ok(Json(
+        (gateway.engine)
+            .effect_read_by(&principal.org, id, &reader)
+            .await?,
+    ))
 }
 
 pub(crate) async fn in_doubt(

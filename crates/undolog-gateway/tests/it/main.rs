@@ -41,6 +41,7 @@ mod roles;
 mod runs;
 mod secrets;
 mod semantics;
+mod session_owners;
 mod stateless;
 mod subscriptions;
 mod tasks;

@@ -52,6 +52,7 @@ macro_rules! store_conformance_tests {
             a_session_read_then_written_loses_no_update, api_keys_are_found_by_hash_only,
             api_keys_are_listed_and_revoked, compensations_of_both_kinds_round_trip,
             the_latest_run_is_the_newest_of_that_principal,
+            a_callers_sessions_are_those_it_opened_and_no_others,
             a_dead_executors_leases_and_claims_end_when_it_is_taken_for_dead,
             an_unsynced_transaction_keeps_all_its_writes_or_none,
             a_session_is_replaced_only_while_it_is_as_remembered,
@@ -87,6 +88,7 @@ fn session(org_name: &str, id: &str) -> Session {
         failed_effect: None,
         undo_claim: None,
         run_of: None,
+        opened_by: None,
         created_at: Timestamp(1_000),
         updated_at: Timestamp(1_000),
     }

@@ -281,6 +281,7 @@ pub async fn compensations_of_both_kinds_round_trip(store: Arc<dyn Store>) {
 pub async fn the_latest_run_is_the_newest_of_that_principal(store: Arc<dyn Store>) {
     let run = |id: &str, of: Option<&str>, at: i64| Session {
         run_of: of.map(str::to_owned),
+        opened_by: None,
         created_at: Timestamp(at),
         updated_at: Timestamp(at),
         ..session("acme", id)
@@ -310,4 +311,50 @@ pub async fn the_latest_run_is_the_newest_of_that_principal(store: Arc<dyn Store
     // Another org's principal of the same name has no run here.
     let mut other = store.begin(&org("globex")).await.unwrap();
     assert_eq!(other.latest_run("api-key:a").await.unwrap(), None);
+}
+
+/// Who a session belongs to is kept with it, and a caller's sessions are those it opened, its
+/// runs, and those recorded before sessions had openers; never another caller's.
+pub async fn a_callers_sessions_are_those_it_opened_and_no_others(store: Arc<dyn Store>) {
+    let made = |id: &str, opened_by: Option<&str>, run_of: Option<&str>, at: i64| Session {
+        opened_by: opened_by.map(str::to_owned),
+        run_of: run_of.map(str::to_owned),
+        created_at: Timestamp(at),
+        updated_at: Timestamp(at),
+        ..session("acme", id)
+    };
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    for s in [
+        made("a-named", Some("api-key:a"), None, 1_000),
+        made("b-named", Some("api-key:b"), None, 2_000),
+        made("a-run", Some("api-key:a"), Some("api-key:a"), 3_000),
+        made("b-old-run", None, Some("api-key:b"), 4_000),
+        made("from-before", None, None, 5_000),
+    ] {
+        tx.put_session(&s).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let mut tx = store.begin(&org("acme")).await.unwrap();
+    let ids = |sessions: Vec<Session>| sessions.into_iter().map(|s| s.id).collect::<Vec<_>>();
+    // (caller, the sessions it reads)
+    let rows = [
+        ("api-key:a", vec!["a-named", "a-run", "from-before"]),
+        ("api-key:b", vec!["b-named", "b-old-run", "from-before"]),
+        ("api-key:c", vec!["from-before"]),
+    ];
+    for (caller, expected) in rows {
+        let expected: Vec<SessionId> = expected.into_iter().map(sid).collect();
+        assert_eq!(
+            ids(tx.sessions_of(caller).await.unwrap()),
+            expected,
+            "{caller}"
+        );
+    }
+    let kept = tx.session(&sid("a-named")).await.unwrap().unwrap();
+    assert_eq!(kept.opened_by.as_deref(), Some("api-key:a"));
+    assert!(kept.belongs_to(Some("api-key:a")) && !kept.belongs_to(Some("api-key:b")));
+    assert!(!kept.belongs_to(None));
+    drop(tx);
+    let mut other = store.begin(&org("globex")).await.unwrap();
+    assert!(other.sessions_of("api-key:a").await.unwrap().is_empty());
 }

@@ -29,6 +29,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (15, include_str!("0015_one_pending_index.sql")),
     (16, include_str!("0016_undo_entries_on_effects.sql")),
     (17, include_str!("0017_lease_tokens.sql")),
+    (18, include_str!("0018_session_openers.sql")),
 ];
 
 /// The newest version in [`MIGRATIONS`].

@@ -306,8 +306,8 @@ impl Tx for PostgresTx {
         let failed_effect = s.failed_effect.map(|e| e.to_string());
         let sql = self.sql(
             "INSERT INTO sessions (org, id, state, next_seq, failed_effect, undo_holder, \
-             undo_expires_at, run_of, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             undo_expires_at, run_of, opened_by, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
              ON CONFLICT (org, id) DO UPDATE SET state = excluded.state, next_seq = excluded.next_seq, \
              failed_effect = excluded.failed_effect, undo_holder = excluded.undo_holder, \
              undo_expires_at = excluded.undo_expires_at, updated_at = excluded.updated_at",
@@ -319,6 +319,7 @@ impl Tx for PostgresTx {
                 s.undo_claim.as_ref().map(|c| c.holder.as_str()).into(),
                 s.undo_claim.as_ref().map(|c| c.expires_at.as_millis()).into(),
                 s.run_of.as_deref().into(),
+                s.opened_by.as_deref().into(),
                 s.created_at.as_millis().into(),
                 s.updated_at.as_millis().into(),
             ],
@@ -333,6 +334,17 @@ impl Tx for PostgresTx {
                 "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 ORDER BY created_at, id"
             ),
             &[],
+        )?;
+        self.read(&sql, rows::session).await
+    }
+
+    async fn sessions_of(&mut self, caller: &str) -> Result<Vec<Session>> {
+        let sql = self.sql(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE org = $1 AND (opened_by = $2 OR \
+                 (opened_by IS NULL AND (run_of IS NULL OR run_of = $2))) ORDER BY created_at, id"
+            ),
+            &[caller.into()],
         )?;
         self.read(&sql, rows::session).await
     }

@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("0005_executors.sql")),
     (6, include_str!("0006_decided_via.sql")),
     (7, include_str!("0007_lease_tokens.sql")),
+    (8, include_str!("0008_session_openers.sql")),
 ];
 
 pub(super) async fn apply(conn: &Shared) -> Result<()> {

@@ -161,6 +161,13 @@ select!(
     " FROM sessions WHERE org = ? ORDER BY created_at, id"
 );
 select!(
+    SESSIONS_OF,
+    "SELECT ",
+    SESSION_COLUMNS,
+    " FROM sessions WHERE org = ?1 AND (opened_by = ?2 OR (opened_by IS NULL \
+     AND (run_of IS NULL OR run_of = ?2))) ORDER BY created_at, id"
+);
+select!(
     LATEST_RUN,
     "SELECT ",
     SESSION_COLUMNS,
@@ -238,7 +245,8 @@ impl Tx for SqliteTx {
     async fn put_session(&mut self, s: &Session) -> Result<()> {
         self.statements.execute(
             "INSERT INTO sessions (org, id, state, next_seq, failed_effect, undo_holder, \
-             undo_expires_at, run_of, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             undo_expires_at, run_of, opened_by, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (org, id) DO UPDATE SET state = excluded.state, next_seq = excluded.next_seq, \
              failed_effect = excluded.failed_effect, undo_holder = excluded.undo_holder, \
              undo_expires_at = excluded.undo_expires_at, updated_at = excluded.updated_at",
@@ -251,6 +259,7 @@ impl Tx for SqliteTx {
                 s.undo_claim.as_ref().map(|c| c.holder.as_str()),
                 s.undo_claim.as_ref().map(|c| c.expires_at.as_millis()),
                 s.run_of,
+                s.opened_by,
                 s.created_at.as_millis(),
                 s.updated_at.as_millis(),
             ],
@@ -260,6 +269,10 @@ impl Tx for SqliteTx {
 
     async fn sessions(&mut self) -> Result<Vec<Session>> {
         self.fetch_all(&SESSIONS, &[], |row| rows::session(row))
+    }
+
+    async fn sessions_of(&mut self, caller: &str) -> Result<Vec<Session>> {
+        self.fetch_all(&SESSIONS_OF, &[&caller], |row| rows::session(row))
     }
 
     async fn latest_run(&mut self, principal: &str) -> Result<Option<Session>> {

@@ -22,6 +22,7 @@ async fn write(store: &SqliteStore, n: usize) -> Result<(), undolog_store::Error
         failed_effect: None,
         undo_claim: None,
         run_of: Some(json!({"pad": "x".repeat(8 * 1024)}).to_string()),
+        opened_by: None,
         created_at: Timestamp(1),
         updated_at: Timestamp(1),
     };

@@ -19,6 +19,7 @@ async fn a_file_store_keeps_committed_rows_across_reopen() {
             failed_effect: None,
             undo_claim: None,
             run_of: None,
+            opened_by: None,
             created_at: Timestamp(1),
             updated_at: Timestamp(1),
         })
@@ -27,7 +28,7 @@ async fn a_file_store_keeps_committed_rows_across_reopen() {
         tx.commit().await.unwrap();
     }
     let store = SqliteStore::open(SqliteOptions::file(&path)).await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 7);
+    assert_eq!(store.schema_version().await.unwrap(), 8);
     let mut tx = store.begin(&org).await.unwrap();
     let s = tx
         .session(&SessionId::new("s1").unwrap())
@@ -76,7 +77,7 @@ async fn a_version_2_log_upgrades_with_its_keys_as_agents() {
     drop(old);
 
     let store = SqliteStore::open(SqliteOptions::file(&path)).await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 7);
+    assert_eq!(store.schema_version().await.unwrap(), 8);
     let key = store.api_key_by_hash("h1").await.unwrap().unwrap();
     assert_eq!(
         (key.role, key.revoked_at),

@@ -75,6 +75,7 @@ async fn seed(store: &PostgresStore, org: &str) -> (Effect, Approval) {
         failed_effect: None,
         undo_claim: None,
         run_of: None,
+        opened_by: None,
         created_at: Timestamp(1),
         updated_at: Timestamp(1),
     })
@@ -391,6 +392,7 @@ async fn store_transactions_run_as_the_application_role() {
             failed_effect: None,
             undo_claim: None,
             run_of: None,
+            opened_by: None,
             created_at: Timestamp(1),
             updated_at: Timestamp(1),
         })

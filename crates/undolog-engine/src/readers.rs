@@ -1,0 +1,86 @@
+//! Who reads the log. An agent reads only the sessions that belong to it (the ones it opened,
+//! its runs); approvers and admins, and the engine's own work, read the whole org. A session an
+//! agent may not read is not there for it: unknown, as another org's.
+
+use undolog_store::{Effect, Session};
+use undolog_types::{EffectId, OrgId, SessionId};
+
+use crate::{Engine, Error};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reader {
+    /// The whole org.
+    Org,
+    /// One caller (`api-key:…`, `oauth:…`): the sessions that belong to it, and their effects.
+    Caller(String),
+}
+
+impl Reader {
+    /// Whether this reader sees `session`.
+    pub fn reads(&self, session: &Session) -> bool {
+        match self {
+            Reader::Org => true,
+            Reader::Caller(caller) => session.belongs_to(Some(caller)),
+        }
+    }
+}
+
+impl Engine {
+    /// The sessions `reader` sees, oldest first (for one caller, chosen by the store's query).
+    pub async fn sessions_read_by(
+        &self,
+        org: &OrgId,
+        reader: &Reader,
+    ) -> Result<Vec<Session>, Error> {
+        let mut tx = self.begin(org).await?;
+        Ok(match reader {
+            Reader::Org => tx.sessions().await?,
+            Reader::Caller(caller) => tx.sessions_of(caller).await?,
+        })
+    }
+
+    /// Session `id`, when `reader` sees it.
+    pub async fn session_read_by(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+        reader: &Reader,
+    ) -> Result<Session, Error> {
+        let mut tx = self.begin(org).await?;
+        (tx.session(id).await?)
+            .filter(|s| reader.reads(s))
+            .ok_or_else(|| Error::UnknownSession(id.clone()))
+    }
+
+    /// Session `id`'s effects in order of interception, when `reader` sees it.
+    pub async fn session_effects_read_by(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+        reader: &Reader,
+    ) -> Result<Vec<Effect>, Error> {
+        let mut tx = self.begin(org).await?;
+        (tx.session(id).await?)
+            .filter(|s| reader.reads(s))
+            .ok_or_else(|| Error::UnknownSession(id.clone()))?;
+        Ok(tx.session_effects(id).await?)
+    }
+
+    /// Effect `id`, when `reader` sees its session.
+    pub async fn effect_read_by(
+        &self,
+        org: &OrgId,
+        id: EffectId,
+        reader: &Reader,
+    ) -> Result<Effect, Error> {
+        let mut tx = self.begin(org).await?;
+        let effect = tx.effect(id).await?.ok_or(Error::UnknownEffect(id))?;
+        if let Reader::Caller(_) = reader {
+            let session = tx.session(&effect.session).await?;
+            if !session.is_some_and(|s| reader.reads(&s)) {
+                return Err(Error::UnknownEffect(id));
+            }
+        }
+        Ok(effect)
+    }
+}
