@@ -568,7 +568,7 @@ impl Engine {
 
     /// Every session of the org, oldest first.
     pub async fn sessions(&self, org: &OrgId) -> Result<Vec<Session>, Error> {
-        Ok(self.begin(org).await?.sessions().await?)
+        self.sessions_read_by(org, &crate::Reader::Org).await
     }
 
     /// A session's effects in order of interception.
@@ -577,11 +577,7 @@ impl Engine {
         org: &OrgId,
         session: &SessionId,
     ) -> Result<Vec<Effect>, Error> {
-        let mut tx = self.begin(org).await?;
-        tx.session(session)
-            .await?
-            .ok_or_else(|| Error::UnknownSession(session.clone()))?;
-        Ok(tx.session_effects(session).await?)
+        (self.session_effects_read_by(org, session, &crate::Reader::Org)).await
     }
 
     pub async fn effect(&self, org: &OrgId, id: EffectId) -> Result<Effect, Error> {

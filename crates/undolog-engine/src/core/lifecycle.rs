@@ -142,13 +142,14 @@ pub fn not_sent(
 }
 
 /// Ends a pending effect in `state`: no lease any more, completed now, and what the interceptor
-/// chains decided kept when given.
+/// chains decided kept when given. One that has ended already is refused as such.
 fn end(
     mut effect: Effect,
     state: EffectState,
     verdicts: Option<Value>,
     now: Timestamp,
 ) -> Result<Effect, Error> {
+    ensure_pending(&effect)?;
     effect.state = effect.state.transition(state)?;
     if verdicts.is_some() {
         effect.verdicts = verdicts;

@@ -10,6 +10,7 @@ mod group_commit;
 mod hints;
 mod holder;
 mod in_doubt;
+mod ownership_properties;
 mod postgres_batches;
 mod properties;
 mod rejected;

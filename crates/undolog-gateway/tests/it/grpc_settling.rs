@@ -34,7 +34,7 @@ async fn settle(
         verdicts_json: None,
         lease_token: token.clone(),
     };
-    let asked = match act {
+    match act {
         "NotSent" => client.not_sent(authed(Some(key), note())).await.map(drop),
         "AwaitInput" => client
             .await_input(authed(Some(key), note()))
@@ -70,8 +70,7 @@ async fn settle(
             client.fail(authed(Some(key), request)).await.map(drop)
         }
         other => panic!("no such act {other}"),
-    };
-    asked
+    }
 }
 
 const ACTS: [&str; 6] = [
