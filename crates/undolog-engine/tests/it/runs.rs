@@ -14,8 +14,9 @@ use crate::{
 
 const IDLE: Duration = Duration::from_secs(15 * 60);
 
+/// A call of `api-key:a`, whose run it is, in `run`.
 fn in_run(run: &SessionId, amount: i64) -> Call {
-    let mut call = transfer("unused", amount);
+    let mut call = transfer("unused", amount).with_caller("api-key:a");
     call.session = run.clone();
     call
 }
@@ -219,7 +220,7 @@ async fn a_run_a_call_found_closed_is_forgotten_at_once() {
     let started = engine.now();
     let balance = Call {
         session: next.clone(),
-        ..get_balance("unused")
+        ..get_balance("unused").with_caller("api-key:a")
     };
     let refused = engine
         .record_read(balance, EffectId::generate(), started, read, None)
