@@ -18,6 +18,10 @@ fn effect_lifecycle_follows_the_design() {
         (Committed, Compensating),
         (Compensating, Compensated),
         (Compensating, CompensationFailed),
+        // Its answer was lost: it may have run, and a person says whether it did.
+        (Compensating, CompensationInDoubt),
+        (CompensationInDoubt, Compensated),
+        (CompensationInDoubt, CompensationFailed),
         (CompensationFailed, Compensating),
     ];
     for &from in EffectState::ALL {
@@ -33,7 +37,7 @@ fn effect_lifecycle_follows_the_design() {
     );
     assert!(Failed.is_terminal() && Denied.is_terminal() && Compensated.is_terminal());
     assert!(Rejected.is_terminal() && InputRequired.is_terminal());
-    assert!(!Pending.is_terminal());
+    assert!(!Pending.is_terminal() && !CompensationInDoubt.is_terminal());
 }
 
 #[test]
