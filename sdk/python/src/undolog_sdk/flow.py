@@ -145,7 +145,7 @@ def call(ctx: CallContext, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[s
         result = yield Run(spec.fn, args, kwargs)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-        failed = {"error": error, "lease_token": lease_token}
+        failed: JSON = {"error": error, "lease_token": lease_token}
         yield from record(ctx, effect_id, f"/v1/effects/{effect_id}/fail", failed, None)
         raise
     try:
@@ -154,7 +154,7 @@ def call(ctx: CallContext, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[s
         problem = None
     except EncodingError as e:
         encoded, problem = {"unencodable_result": repr(result)[:2000]}, e
-    committed = {"result": encoded, "lease_token": lease_token}
+    committed: JSON = {"result": encoded, "lease_token": lease_token}
     yield from record(ctx, effect_id, f"/v1/effects/{effect_id}/commit", committed, result)
     if problem is not None:
         raise EncodingError(
