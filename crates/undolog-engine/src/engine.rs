@@ -342,6 +342,10 @@ impl Engine {
             },
             token: LeaseToken::generate(),
             approval_expires_at: now.plus(config.approval_timeout),
+            new_ids: core::NewIds {
+                effect: EffectId::generate(),
+                approval: undolog_types::ApprovalId::generate(),
+            },
         }
     }
 
@@ -359,9 +363,14 @@ impl Engine {
         let mut tx = self.begin(&call.org).await?;
         tx.lock(call.signature().lock_key()).await?;
         let session = tx.session(&call.session).await?;
-        let Some((effect_id, writes)) =
-            core::reject(call, session, reason.into(), verdicts, self.now())
-        else {
+        let Some((effect_id, writes)) = core::reject(
+            call,
+            EffectId::generate(),
+            session,
+            reason.into(),
+            verdicts,
+            self.now(),
+        ) else {
             return Ok(None);
         };
         self.commit_writes(tx, &writes).await?;

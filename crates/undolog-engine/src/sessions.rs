@@ -166,18 +166,22 @@ impl Engine {
             tx.lock(LockKey::of(format!("run\0{org}\0{principal}").as_bytes()))
                 .await?;
             let latest = tx.latest_run(principal).await?;
-            Ok(match core::current_run(latest, org, principal, now, idle) {
-                RunChoice::Continue(id) => {
-                    tx.commit().await?; // it wrote nothing; committing frees the store at once
-                    id
-                }
-                RunChoice::Start(run) => {
-                    let id = run.id.clone();
-                    self.commit_writes(tx, &[Write::PutSession(run)]).await?;
-                    self.session_changed(org, &id, SessionState::Active);
-                    id
-                }
-            })
+            let fresh = SessionId::new(format!("run-{}", uuid::Uuid::now_v7()))
+                .expect("a valid session id");
+            Ok(
+                match core::current_run(latest, org, principal, (now, fresh), idle) {
+                    RunChoice::Continue(id) => {
+                        tx.commit().await?; // it wrote nothing; committing frees the store at once
+                        id
+                    }
+                    RunChoice::Start(run) => {
+                        let id = run.id.clone();
+                        self.commit_writes(tx, &[Write::PutSession(run)]).await?;
+                        self.session_changed(org, &id, SessionState::Active);
+                        id
+                    }
+                },
+            )
         };
         (self.inner().runs)
             .current((org, principal), idle, || self.now(), read)

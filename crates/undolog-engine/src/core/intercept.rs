@@ -23,6 +23,16 @@ pub struct InterceptView {
     /// call (drawn fresh by the executor for every decision).
     pub token: LeaseToken,
     pub approval_expires_at: Timestamp,
+    /// The ids a new effect, and its approval request, would get (drawn by the executor: the
+    /// core draws nothing).
+    pub new_ids: NewIds,
+}
+
+/// Ids drawn for records a decision may create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewIds {
+    pub effect: EffectId,
+    pub approval: ApprovalId,
 }
 
 /// What to answer, what to write, and whether to wait for an identical call in flight.
@@ -78,7 +88,7 @@ pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Er
 
     // No usable earlier call: record a new effect, before anything runs.
     let mut effect = Effect {
-        id: EffectId::generate(),
+        id: view.new_ids.effect,
         org: call.org.clone(),
         session: call.session.clone(),
         seq: session.next_seq,
@@ -107,7 +117,7 @@ pub fn decide_intercept(call: &Call, view: InterceptView) -> Result<Decision, Er
 
     if call.policy.needs_approval() {
         let approval = Approval {
-            id: ApprovalId::generate(),
+            id: view.new_ids.approval,
             org: call.org.clone(),
             session: call.session.clone(),
             effect: effect.id,
@@ -234,16 +244,16 @@ fn finished(
     ])
 }
 
-/// Records a call refused before it was sent as a `rejected` effect (the next seq of its session,
-/// a new session if needed). `None` when the session no longer takes calls.
+/// Records a call refused before it was sent as effect `id`, `rejected` (the next seq of its
+/// session, a new session if needed). `None` when the session no longer takes calls.
 pub fn reject(
     call: &Call,
+    id: EffectId,
     session: Option<Session>,
     reason: String,
     verdicts: Option<serde_json::Value>,
     now: Timestamp,
 ) -> Option<(EffectId, Vec<Write>)> {
-    let id = EffectId::generate();
     let ended = (EffectState::Rejected, None, Some(reason));
     let writes = finished(call, id, session, ended, verdicts, now, now).ok()?;
     Some((id, writes))

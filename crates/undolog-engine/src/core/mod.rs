@@ -1,13 +1,16 @@
 //! The sans-IO core: pure functions that look at what the store holds and say what should happen,
 //! as data. The executor ([`crate::Engine`]) reads, calls these, and writes the result in one
-//! transaction. Nothing here awaits, locks or touches a clock.
+//! transaction. Nothing here awaits, locks, reads a clock or draws a random number: the executor
+//! hands in the time, lease tokens and new ids (tests/it/core_is_pure.rs checks).
 
 mod intercept;
 mod lifecycle;
 mod runs;
 mod undo;
 
-pub use intercept::{Decision, InterceptView, ReadOutcome, decide_intercept, record_read, reject};
+pub use intercept::{
+    Decision, InterceptView, NewIds, ReadOutcome, decide_intercept, record_read, reject,
+};
 pub use lifecycle::{
     Decider, Resolution, approve, await_input, commit, deny, doubt, expire, fail, not_sent,
     renew_lease, resolve_in_doubt, withdraw,

@@ -17,12 +17,12 @@ pub enum RunChoice {
 }
 
 /// The run of `principal` at `now`: its newest (`latest`) while that still takes calls and was
-/// used within `idle`, else a new one.
+/// used within `idle`, else a new one, `fresh` (an id the executor drew).
 pub fn current_run(
     latest: Option<Session>,
     org: &OrgId,
     principal: &str,
-    now: Timestamp,
+    (now, fresh): (Timestamp, SessionId),
     idle: Duration,
 ) -> RunChoice {
     match latest {
@@ -31,8 +31,7 @@ pub fn current_run(
         }
         _ => RunChoice::Start(Session {
             org: org.clone(),
-            id: SessionId::new(format!("run-{}", uuid::Uuid::now_v7()))
-                .expect("a valid session id"),
+            id: fresh,
             state: SessionState::Active,
             next_seq: 0,
             failed_effect: None,

@@ -5,6 +5,7 @@ mod approvals;
 mod bad_input;
 mod compensation_in_doubt;
 mod concurrency;
+mod core_is_pure;
 mod executors;
 mod group_commit;
 mod hints;

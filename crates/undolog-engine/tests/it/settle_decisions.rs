@@ -27,6 +27,10 @@ fn view(existing: Option<Effect>, now: Timestamp, token: &LeaseToken) -> Interce
         },
         token: token.clone(),
         approval_expires_at: Timestamp(now.as_millis() + 60_000),
+        new_ids: core::NewIds {
+            effect: undolog_types::EffectId::generate(),
+            approval: undolog_types::ApprovalId::generate(),
+        },
     }
 }
 
