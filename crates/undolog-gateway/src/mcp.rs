@@ -49,6 +49,9 @@ macro_rules! hinted {
 }
 
 /// Header that pins the UndoLog session, whatever the transport's own session is.
+mod tool_call;
+pub(crate) use tool_call::answer_tool_call;
+
 pub(crate) const SESSION_HEADER: &str = "x-undolog-session-id";
 
 /// One client connection (an MCP session, a stateless request, or the stdio client).
@@ -170,54 +173,6 @@ fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
     (!map.is_empty()).then_some(RequestMetaObject(MetaObject(map)))
-}
-
-/// One `tools/call` as an MCP client sent it, answered as MCP answers it: the MCP server's
-/// handler and the stateless path ([`crate::http::stateless`]) share it. `named` says what the
-/// request names of its session but its `_meta`, which is the request's own (else
-/// `context_meta`, where the transport put it).
-pub(crate) async fn answer_tool_call(
-    gateway: &Arc<Gateway>,
-    principal: Principal,
-    request: CallToolRequestParams,
-    context_meta: &RequestMetaObject,
-    named: Named<'_>,
-    caller: &Caller,
-) -> Result<CallToolResponse, ErrorData> {
-    // The credentials go with every engine request the call makes (one in another process).
-    presenting(principal.presented.clone(), async {
-        let meta = request.meta.as_ref().unwrap_or(context_meta);
-        let named = Named {
-            meta: Some(meta),
-            ..named
-        };
-        let session = CallSession::of(&principal, named)?;
-        let (idempotency_key, step) = runs::fresh_run_of(Some(meta))?;
-        let wait = runs::wait_of(Some(meta))?;
-        let args = Args::try_from(Value::Object(request.arguments.unwrap_or_default()))
-            .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
-        let call = ToolCall {
-            caller: principal.actor(),
-            org: principal.org,
-            session,
-            tool: request.name.to_string(),
-            args,
-            idempotency_key,
-            step,
-            meta: forwarded_meta(meta),
-            round: InputRound::of(request.input_responses, request.request_state),
-            wait,
-        };
-        let outcome = gateway
-            .call_tool(call, caller)
-            .await
-            .map_err(|e| e.to_jsonrpc())?;
-        if let Outcome::Refused { error, .. } = outcome {
-            return Err(error);
-        }
-        Ok(results::to_mcp_response(&outcome))
-    })
-    .await
 }
 
 impl ServerHandler for McpFront {
@@ -613,32 +568,4 @@ impl From<Error> for ErrorData {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn a_calls_own_meta_goes_upstream_without_the_protocols_keys_or_undologs() {
-        let cases = [
-            (json!({}), None),
-            (
-                json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.undolog/wait_ms": 5}),
-                None,
-            ),
-            (
-                json!({"traceparent": "00-a-b-01", "io.modelcontextprotocol/clientInfo": {}, "vendor/x": [1]}),
-                Some(json!({"traceparent": "00-a-b-01", "vendor/x": [1]})),
-            ),
-            (
-                json!({"progressToken": 3, "io.undolog.other": true}),
-                Some(json!({"progressToken": 3, "io.undolog.other": true})),
-            ),
-        ];
-        for (meta, forwarded) in cases {
-            let meta: RequestMetaObject = serde_json::from_value(meta.clone()).expect("a meta");
-            let got = forwarded_meta(&meta).map(|m| serde_json::to_value(m).expect("serializes"));
-            assert_eq!(got, forwarded, "{meta:?}");
-        }
-    }
-}
+mod tests;

@@ -6,10 +6,12 @@
 //! `execute` runs an approved call upstream and records how it ended.
 
 mod execute;
+mod outcome;
 mod waiting;
 
 pub(crate) use execute::OwnedRun;
 use execute::{Recording, Run};
+pub(crate) use outcome::Outcome;
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -141,89 +143,6 @@ pub(crate) struct Caller {
     /// Per-request metadata that speaks for the client upstream (2026-07-28: its capabilities,
     /// so the upstream asks only for input the client can give).
     pub(crate) upstream_meta: Option<RequestMetaObject>,
-}
-
-/// How a call ended, as every surface reports it.
-#[derive(Debug, Clone)]
-pub(crate) enum Outcome {
-    /// The tool ran now; `result` is the upstream's `CallToolResult` as JSON.
-    Executed { effect_id: EffectId, result: Value },
-    /// An identical call ran before; this is its recorded result.
-    Replayed { effect_id: EffectId, result: Value },
-    /// The call goes on as a task (the tasks extension): its id is the effect's.
-    Task {
-        effect_id: EffectId,
-        created_at: Timestamp,
-        /// How long the task stays known from its creation.
-        ttl: Duration,
-    },
-    /// A person must decide first.
-    AwaitingApproval {
-        effect_id: EffectId,
-        approval_id: ApprovalId,
-        expires_at: Timestamp,
-    },
-    /// The upstream made the call a task of its own (the tasks extension): the client gets a
-    /// task of the gateway's that follows it. Never answered as it is.
-    UpstreamTask {
-        effect_id: EffectId,
-        /// The effect's lease token: whoever follows the task settles the effect with it.
-        lease_token: undolog_types::LeaseToken,
-        upstream: usize,
-        /// The upstream's task id.
-        task_id: String,
-        /// How often the upstream asks to be polled.
-        poll: Duration,
-    },
-    /// The tool may or may not have run: its answer was lost after the call was sent (now), or
-    /// an identical call's was (`replayed`). An operator resolves it; it is never run again on
-    /// a guess.
-    InDoubt {
-        effect_id: EffectId,
-        message: String,
-        replayed: bool,
-    },
-    /// Refused: denied by a person, a closed session.
-    Rejected {
-        effect_id: Option<EffectId>,
-        message: String,
-    },
-    /// The upstream needs the client's input first (a 2026-07-28 `input_required` round):
-    /// `result` is its `InputRequiredResult`, passed to the client; the client's retry with the
-    /// responses is a new call. Recorded as an `input_required` effect whose result is that.
-    InputRequired { effect_id: EffectId, result: Value },
-    /// The upstream answered the call with a JSON-RPC error, passed to the client as it is.
-    /// Recorded as a failed effect.
-    Refused {
-        effect_id: EffectId,
-        error: ErrorData,
-    },
-    /// The tool failed, now or (replayed) before. `result` is the upstream's own error result when
-    /// it gave one.
-    Failed {
-        effect_id: EffectId,
-        error: String,
-        result: Option<Value>,
-        replayed: bool,
-    },
-}
-
-impl Outcome {
-    /// The effect that records the call, when one does.
-    fn effect_id(&self) -> Option<EffectId> {
-        match self {
-            Outcome::Executed { effect_id, .. }
-            | Outcome::Replayed { effect_id, .. }
-            | Outcome::Task { effect_id, .. }
-            | Outcome::AwaitingApproval { effect_id, .. }
-            | Outcome::UpstreamTask { effect_id, .. }
-            | Outcome::InDoubt { effect_id, .. }
-            | Outcome::InputRequired { effect_id, .. }
-            | Outcome::Refused { effect_id, .. }
-            | Outcome::Failed { effect_id, .. } => Some(*effect_id),
-            Outcome::Rejected { effect_id, .. } => *effect_id,
-        }
-    }
 }
 
 /// The protocol revision of the client's request: its `_meta` says it (2026-07-28), or its
@@ -600,79 +519,4 @@ impl Gateway {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use serde_json::json;
-    use undolog_store::SqliteStore;
-    use undolog_types::{Args, OrgId, SessionId};
-
-    use super::{Caller, ToolCall};
-    use crate::{Gateway, GatewayConfig, runs::CallSession};
-
-    /// A gateway with no upstreams on an in-memory store.
-    async fn gateway() -> Arc<Gateway> {
-        let store = Arc::new(SqliteStore::in_memory().await.unwrap());
-        Gateway::with_store(GatewayConfig::from_toml("").unwrap(), store)
-            .await
-            .unwrap()
-    }
-
-    /// A future is copied whole wherever it is moved: into the future that awaits it, into a
-    /// spawned task. The deep part of a call (classified, intercepted, executed, recorded) is
-    /// boxed once, and so is the catalog refresh a lookup may need, so the layers above them
-    /// (traces, credentials, the stateless request's task) each copy under 2 KiB, not the 48 KiB
-    /// a call's future once weighed, or the 6.4 KiB it weighed with the refresh inline.
-    #[tokio::test]
-    async fn a_calls_future_is_small_enough_to_move_on_every_call() {
-        let gateway = gateway().await;
-        let call = ToolCall {
-            caller: "agent".into(),
-            org: OrgId::new("acme").unwrap(),
-            session: CallSession::Named(SessionId::new("s").unwrap()),
-            tool: "transfer".into(),
-            args: Args::try_from(json!({"amount": 1})).unwrap(),
-            idempotency_key: None,
-            step: None,
-            meta: None,
-            round: None,
-            wait: None,
-        };
-        let caller = Caller::default();
-        let future = gateway.call_tool(call, &caller);
-        let size = std::mem::size_of_val(&future);
-        assert!(size <= 2 * 1024, "a call's future is {size} bytes");
-    }
-
-    /// Every request awaits its credential's check in its middleware's future, which is boxed
-    /// and copied per request; the rare parts (a token to verify, a key to ask the engine
-    /// about) are boxed apart, so the check weighs a few hundred bytes.
-    #[tokio::test]
-    async fn a_credentials_check_is_small_enough_to_carry_on_every_request() {
-        let gateway = gateway().await;
-        let headers = http::HeaderMap::new();
-        let future = gateway.authenticate(&headers);
-        let size = std::mem::size_of_val(&future);
-        assert!(size <= 1024, "a credential's check is {size} bytes");
-    }
-
-    /// The layers around a store operation (its timing, its trace span) add a few bytes to the
-    /// future they wrap, not a copy of it each.
-    #[tokio::test]
-    async fn a_store_operations_wrappers_do_not_copy_the_future_they_wrap() {
-        let gateway = gateway().await;
-        let work = async {
-            let held = [7u8; 1024];
-            tokio::task::yield_now().await;
-            std::hint::black_box(held)[0]
-        };
-        let bare = std::mem::size_of_val(&work);
-        let wrapped = gateway.store_op("intercept", work);
-        let size = std::mem::size_of_val(&wrapped);
-        assert!(
-            size <= bare + 256,
-            "{bare} bytes of work weigh {size} once wrapped"
-        );
-        assert_eq!(wrapped.await, 7, "the wrapped work's answer");
-    }
-}
+mod tests;

@@ -26,6 +26,9 @@ use undolog_types::{
 };
 
 pub(crate) use super::presented::{Presented, carried, presenting};
+
+mod approvals;
+mod undo_steps;
 use super::{
     call_stream::CallStream,
     calls::with,
@@ -369,82 +372,6 @@ impl RemoteEngine {
             .collect()
     }
 
-    fn approval_of(&self, reply: proto::ApprovalReply) -> Result<Approval, Error> {
-        let approval = reply
-            .approval
-            .ok_or_else(|| self.garbled("no approval".into()))?;
-        self.json("record_json", &approval.record_json)
-    }
-
-    pub(crate) async fn approval(&self, id: ApprovalId) -> Result<Approval, Error> {
-        let mut client = self.client();
-        let request = proto::ApprovalRequest {
-            approval_id: id.to_string(),
-        };
-        let reply = client.get_approval(Self::request(request)).await;
-        self.approval_of(reply.map_err(|s| self.refused(&s))?.into_inner())
-    }
-
-    pub(crate) async fn approvals(
-        &self,
-        state: Option<ApprovalState>,
-    ) -> Result<Vec<Approval>, Error> {
-        let state = state.map(|s| s.to_string());
-        let mut client = self.client();
-        let request = proto::ListApprovalsRequest { state };
-        let reply = client.list_approvals(Self::request(request)).await;
-        let list = reply.map_err(|s| self.refused(&s))?.into_inner();
-        (list.approvals.iter())
-            .map(|a| self.json("record_json", &a.record_json))
-            .collect()
-    }
-
-    /// Approve or Deny (the engine takes who decides from the credentials).
-    pub(crate) async fn decide(
-        &self,
-        id: ApprovalId,
-        approve: bool,
-        reason: Option<String>,
-        via: &str,
-    ) -> Result<Approval, Error> {
-        let mut client = self.client();
-        let request = Self::request(proto::DecideRequest {
-            approval_id: id.to_string(),
-            reason,
-            // `api` is said by saying nothing.
-            via: (crate::http::admin::Via::of_record(Some(via))? != crate::http::admin::Via::Api)
-                .then(|| via.to_owned()),
-        });
-        let reply = match approve {
-            true => client.approve(request).await,
-            false => client.deny(request).await,
-        };
-        self.approval_of(reply.map_err(|s| self.refused(&s))?.into_inner())
-    }
-
-    pub(crate) async fn withdraw(&self, id: ApprovalId) -> Result<Approval, Error> {
-        let mut client = self.client();
-        let request = proto::ApprovalRequest {
-            approval_id: id.to_string(),
-        };
-        let reply = client.withdraw(Self::request(request)).await;
-        self.approval_of(reply.map_err(|s| self.refused(&s))?.into_inner())
-    }
-
-    pub(crate) async fn wait_for_decision(
-        &self,
-        id: ApprovalId,
-        timeout: Duration,
-    ) -> Result<Approval, Error> {
-        let mut client = self.client();
-        let request = proto::WaitRequest {
-            approval_id: id.to_string(),
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        };
-        let reply = client.wait_for_decision(Self::request(request)).await;
-        self.approval_of(reply.map_err(|s| self.refused(&s))?.into_inner())
-    }
-
     pub(crate) async fn in_doubt(&self) -> Result<Vec<Effect>, Error> {
         let mut client = self.client();
         let reply = client
@@ -642,70 +569,5 @@ fn call_request(call: &Call) -> proto::InterceptRequest {
         idempotency_key: call.idempotency_key.clone(),
         lease_ms: call.lease.map(millis),
         wait_ms: call.wait.map(millis),
-    }
-}
-
-/// The engine's saga, one request per move, with this gateway running each compensation
-/// through its own upstreams and interceptor chain (which knows what this session read).
-#[async_trait::async_trait]
-impl UndoSteps for RemoteEngine {
-    type Error = Error;
-
-    async fn open_undo(&self, _: &OrgId, id: &SessionId) -> Result<UndoRun, Error> {
-        let request = proto::SessionRequest {
-            session_id: id.to_string(),
-        };
-        let mut client = self.client();
-        let reply = client.open_undo(Self::request(request)).await;
-        let opened = reply.map_err(|s| self.refused(&s))?.into_inner();
-        Ok(UndoRun {
-            holder: opened.holder,
-            not_undoable: (opened.not_undoable.iter())
-                .map(|id| self.parsed("effect_id", id))
-                .collect::<Result<_, _>>()?,
-        })
-    }
-
-    async fn next_undo_step(
-        &self,
-        _: &OrgId,
-        id: &SessionId,
-        holder: &str,
-    ) -> Result<Option<Effect>, Error> {
-        let request = proto::UndoHeld {
-            session_id: id.to_string(),
-            holder: holder.to_owned(),
-        };
-        let mut client = self.client();
-        let reply = client.next_undo_step(Self::request(request)).await;
-        let next = reply.map_err(|s| self.refused(&s))?.into_inner();
-        next.effect.map(|e| self.effect_of(Some(e))).transpose()
-    }
-
-    async fn record_undo_try(
-        &self,
-        _: &OrgId,
-        id: &SessionId,
-        holder: &str,
-        tried: &UndoStep,
-    ) -> Result<Option<SessionState>, Error> {
-        let request = proto::UndoTried {
-            session_id: id.to_string(),
-            holder: holder.to_owned(),
-            step_json: serde_json::to_string(tried).unwrap_or_default(),
-        };
-        let mut client = self.client();
-        let reply = client.record_undo_try(Self::request(request)).await;
-        let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
-        (reply.ended.as_deref())
-            .map(|state| self.parsed("ended", state))
-            .transpose()
-    }
-
-    fn retries(&self) -> (u32, Duration) {
-        (
-            self.config.compensation_attempts,
-            self.config.compensation_backoff,
-        )
     }
 }

@@ -31,6 +31,11 @@ use crate::{
 };
 
 /// The service, over the gateway that holds the engine, its store and its credentials.
+mod reporting;
+mod requests;
+
+use reporting::Reporting;
+
 #[derive(Debug, Clone)]
 pub(crate) struct EngineService {
     pub(crate) gateway: Arc<Gateway>,
@@ -55,85 +60,6 @@ impl EngineService {
     async fn principal<T>(&self, request: &Request<T>) -> Result<Principal, Status> {
         let headers = request.metadata().clone().into_headers();
         self.gateway.authenticate(&headers).await.map_err(status)
-    }
-}
-
-impl EngineService {
-    /// Approve or Deny: the HTTP routes' own decision.
-    async fn decide(
-        &self,
-        request: Request<proto::DecideRequest>,
-        verdict: fn(Option<String>) -> admin::Verdict,
-    ) -> Reply<proto::ApprovalReply> {
-        let principal = self.principal(&request).await?;
-        let request = request.into_inner();
-        let approval_id: ApprovalId = id("approval", &request.approval_id).map_err(status)?;
-        let verdict = verdict(request.reason);
-        let via = admin::Via::of_record(request.via.as_deref()).map_err(status)?;
-        let decided = admin::decide(&self.gateway, &principal, approval_id, verdict, &via)
-            .await
-            .map_err(status)?;
-        Ok(Response::new(proto::ApprovalReply {
-            approval: Some(approval(&decided)),
-        }))
-    }
-
-    /// This process's engine: an engine serves only what it holds.
-    fn local_engine(&self) -> Result<&undolog_engine::Engine, Status> {
-        (self.gateway.engine.local()).ok_or_else(|| {
-            status(Error::Startup(
-                "this engine asks another; ask that one".into(),
-            ))
-        })
-    }
-
-    /// A gateway's call, as `principal` makes it, checked as an SDK call is.
-    async fn call(
-        &self,
-        principal: &Principal,
-        call: Option<proto::InterceptRequest>,
-    ) -> Result<Call, Status> {
-        let call = call.ok_or_else(|| status(Error::BadRequest("name the call".into())))?;
-        let body = intercept_body(call).map_err(status)?;
-        sdk::sdk_call(&self.gateway, principal, body)
-            .await
-            .map_err(status)
-    }
-
-    /// A note's principal, effect, note and verdicts.
-    async fn note(&self, request: Request<proto::NoteRequest>) -> Result<Noted, Status> {
-        let principal = self.principal(&request).await?;
-        let request = request.into_inner();
-        Ok(Noted {
-            principal,
-            effect_id: id("effect", &request.effect_id).map_err(status)?,
-            token: sdk::presented_token(Some(&request.lease_token)).map_err(status)?,
-            note: json_text("note_json", &request.note_json).map_err(status)?,
-            verdicts: optional_json("verdicts_json", request.verdicts_json)?,
-        })
-    }
-
-    /// The reply to a recorded outcome: the effect read back, unless the caller has no use for it
-    /// (the gateway's own link never has: it saves the engine a read per call).
-    async fn outcome_reply(
-        &self,
-        principal: &Principal,
-        id: EffectId,
-        without_effect: bool,
-    ) -> Reply<proto::EffectReply> {
-        if without_effect {
-            return Ok(Response::new(proto::EffectReply { effect: None }));
-        }
-        self.effect_reply(principal, id).await
-    }
-
-    async fn effect_reply(&self, principal: &Principal, id: EffectId) -> Reply<proto::EffectReply> {
-        let (engine, reader) = (&self.gateway.engine, principal.reader());
-        let record = engine.effect_read_by(&principal.org, id, &reader).await;
-        let record = record.map_err(status)?;
-        Ok(Response::new(proto::EffectReply {
-            effect: Some(effect(&record)),
-        }))
     }
 }
 
@@ -632,30 +558,5 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         Ok(Response::new(proto::UndoTriedReply {
             ended: ended.map(|state| state.to_string()),
         }))
-    }
-}
-
-/// The gateway's compensator, telling the stream each try as it ends.
-struct Reporting<'g> {
-    inner: UpstreamCompensator<'g>,
-    updates: tokio::sync::mpsc::Sender<Result<proto::UndoUpdate, Status>>,
-}
-
-#[async_trait::async_trait]
-impl Compensator for Reporting<'_> {
-    async fn compensate(&self, effect: &EffectRecord) -> Result<Compensated, CompensationFailure> {
-        let tried = self.inner.compensate(effect).await;
-        let step = proto::StepTried {
-            effect_id: effect.id.to_string(),
-            tool: effect.tool.clone(),
-            compensated: tried.is_ok(),
-            error: tried.as_ref().err().map(|e| e.message().to_owned()),
-        };
-        let update = proto::UndoUpdate {
-            update: Some(proto::undo_update::Update::Step(step)),
-        };
-        // A client that went away does not stop the undo: the log still gets every step.
-        let _ = self.updates.send(Ok(update)).await;
-        tried
     }
 }
