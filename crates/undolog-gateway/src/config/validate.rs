@@ -13,6 +13,9 @@ use super::{
 };
 use crate::template::Template;
 
+mod executor;
+use executor::executor;
+
 pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub(crate) const DEFAULT_STORE: &str = "sqlite://undolog.db";
 
@@ -261,85 +264,6 @@ fn positive<T: PartialOrd + Default + Copy>(
         Some(v) if v > T::default() => Ok(v),
         Some(_) => Err(Error::key(key, "must be greater than zero")),
     }
-}
-
-/// The shortest `executor.peer_silence_ms`: a hello every third of a second at most.
-const MIN_PEER_SILENCE: Duration = Duration::from_secs(1);
-
-fn executor(raw: &super::raw::RawExecutor) -> Result<ExecutorSettings, Error> {
-    // The defaults are the engine's own: one place says what they are.
-    let defaults = undolog_engine::EngineConfig::default();
-    let ms = |key: &str, value: Option<u64>, default: Duration| {
-        let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
-        positive(key, value, default).map(Duration::from_millis)
-    };
-    let lease = ms("executor.lease_ms", raw.lease_ms, defaults.lease)?;
-    let heartbeat = ms(
-        "executor.heartbeat_ms",
-        raw.heartbeat_ms,
-        defaults.heartbeat,
-    )?;
-    let dead_after = ms(
-        "executor.dead_after_ms",
-        raw.dead_after_ms,
-        defaults.executor_timeout,
-    )?;
-    let peer_silence = ms(
-        "executor.peer_silence_ms",
-        raw.peer_silence_ms,
-        defaults.peer_silence,
-    )?;
-    if peer_silence < MIN_PEER_SILENCE {
-        return Err(Error::key(
-            "executor.peer_silence_ms",
-            format!(
-                "is {} ms: the gateway would say hello on its store every {} ms; make it at least \
-                 {} ms",
-                peer_silence.as_millis(),
-                (peer_silence / 3).as_millis(),
-                MIN_PEER_SILENCE.as_millis()
-            ),
-        ));
-    }
-    if dead_after < heartbeat * 3 {
-        return Err(Error::key(
-            "executor.dead_after_ms",
-            format!(
-                "is {} ms, less than three heartbeats ({} ms): a live gateway would be taken for \
-                 dead; make it at least {} ms",
-                dead_after.as_millis(),
-                heartbeat.as_millis(),
-                (heartbeat * 3).as_millis()
-            ),
-        ));
-    }
-    if lease < heartbeat * 3 {
-        return Err(Error::key(
-            "executor.lease_ms",
-            format!(
-                "is {} ms, less than three heartbeats ({} ms); make it at least {} ms",
-                lease.as_millis(),
-                heartbeat.as_millis(),
-                (heartbeat * 3).as_millis()
-            ),
-        ));
-    }
-    let name = match &raw.name {
-        Some(name) if name.trim().is_empty() => {
-            return Err(Error::key(
-                "executor.name",
-                "is empty; leave it out for the default",
-            ));
-        }
-        name => name.clone(),
-    };
-    Ok(ExecutorSettings {
-        name,
-        lease,
-        heartbeat,
-        dead_after,
-        peer_silence,
-    })
 }
 
 fn approvals(raw: &super::raw::RawApprovals, listen: &str) -> Result<ApprovalSettings, Error> {

@@ -71,7 +71,11 @@ impl EngineService {
         self.effect_reply(principal, id).await
     }
 
-    pub(super) async fn effect_reply(&self, principal: &Principal, id: EffectId) -> Reply<proto::EffectReply> {
+    pub(super) async fn effect_reply(
+        &self,
+        principal: &Principal,
+        id: EffectId,
+    ) -> Reply<proto::EffectReply> {
         let (engine, reader) = (&self.gateway.engine, principal.reader());
         let record = engine.effect_read_by(&principal.org, id, &reader).await;
         let record = record.map_err(status)?;
