@@ -88,6 +88,21 @@ impl Event {
             | Event::SessionChanged { org, .. } => org,
         }
     }
+
+    /// The session the event is about.
+    pub fn session(&self) -> &SessionId {
+        match self {
+            Event::EffectIntercepted { session, .. }
+            | Event::EffectCommitted { session, .. }
+            | Event::EffectFailed { session, .. }
+            | Event::EffectReplayed { session, .. }
+            | Event::EffectRejected { session, .. }
+            | Event::ApprovalRequired { session, .. }
+            | Event::ApprovalDecided { session, .. }
+            | Event::CompensationStep { session, .. }
+            | Event::SessionChanged { session, .. } => session,
+        }
+    }
 }
 
 /// Why a call of `tier` waits for a person (`None`: the call is not known here).

@@ -2,8 +2,10 @@
 //! its runs); approvers and admins, and the engine's own work, read the whole org. A session an
 //! agent may not read is not there for it: unknown, as another org's.
 
-use undolog_store::{Effect, Session};
-use undolog_types::{EffectId, OrgId, SessionId};
+use std::collections::HashSet;
+
+use undolog_store::{Approval, Effect, Session};
+use undolog_types::{ApprovalState, EffectId, OrgId, SessionId};
 
 use crate::{Engine, Error};
 
@@ -82,5 +84,54 @@ impl Engine {
             }
         }
         Ok(effect)
+    }
+
+    /// The approvals `reader` sees (`state` alone, when given): those of its sessions.
+    pub async fn approvals_read_by(
+        &self,
+        org: &OrgId,
+        state: Option<ApprovalState>,
+        reader: &Reader,
+    ) -> Result<Vec<Approval>, Error> {
+        let approvals = self.approvals(org, state).await?;
+        let Some(readable) = self.readable_sessions(org, reader).await? else {
+            return Ok(approvals);
+        };
+        Ok(approvals
+            .into_iter()
+            .filter(|a| readable.contains(&a.session))
+            .collect())
+    }
+
+    /// What may or may not have happened ([`Engine::in_doubt`]) in the sessions `reader` sees.
+    pub async fn in_doubt_read_by(
+        &self,
+        org: &OrgId,
+        reader: &Reader,
+    ) -> Result<Vec<Effect>, Error> {
+        let doubtful = self.in_doubt(org).await?;
+        let Some(readable) = self.readable_sessions(org, reader).await? else {
+            return Ok(doubtful);
+        };
+        Ok(doubtful
+            .into_iter()
+            .filter(|e| readable.contains(&e.session))
+            .collect())
+    }
+
+    /// The ids of the sessions a caller sees; `None` for the whole org.
+    async fn readable_sessions(
+        &self,
+        org: &OrgId,
+        reader: &Reader,
+    ) -> Result<Option<HashSet<SessionId>>, Error> {
+        Ok(match reader {
+            Reader::Org => None,
+            Reader::Caller(_) => Some(
+                (self.sessions_read_by(org, reader).await?.into_iter())
+                    .map(|s| s.id)
+                    .collect(),
+            ),
+        })
     }
 }

@@ -204,10 +204,6 @@ impl EngineLink {
             e => e.effect(org, id),
             r => r.effect(id)
         }
-        fn in_doubt(&self, org: &OrgId) -> Vec<Effect> {
-            e => e.in_doubt(org),
-            r => r.in_doubt()
-        }
         fn resolve_in_doubt(&self, org: &OrgId, effect: EffectId, resolution: Resolution, by: String)
             -> () {
             e => e.resolve_in_doubt(org, effect, resolution, by),
@@ -231,6 +227,16 @@ impl EngineLink {
         fn effect_read_by(&self, org: &OrgId, id: EffectId, reader: &Reader) -> Effect {
             e => e.effect_read_by(org, id, reader),
             r => r.effect(id)
+        }
+        fn approvals_read_by(
+            &self, org: &OrgId, state: Option<ApprovalState>, reader: &Reader
+        ) -> Vec<Approval> {
+            e => e.approvals_read_by(org, state, reader),
+            r => r.approvals(state)
+        }
+        fn in_doubt_read_by(&self, org: &OrgId, reader: &Reader) -> Vec<Effect> {
+            e => e.in_doubt_read_by(org, reader),
+            r => r.in_doubt()
         }
         fn approve(&self, org: &OrgId, id: ApprovalId, by: &Decider, reason: Option<String>)
             -> Approval {

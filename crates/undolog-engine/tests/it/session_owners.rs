@@ -109,3 +109,29 @@ async fn only_the_caller_that_opened_a_session_calls_in_it_and_reads_it() {
         opened.0
     );
 }
+
+#[tokio::test]
+async fn a_caller_lists_only_the_approvals_of_its_own_sessions() {
+    let (engine, _) = engine().await;
+    let held = engine
+        .intercept(send_email("mine").with_caller("api-key:a"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(held, Intercept::AwaitingApproval { .. }),
+        "{held:?}"
+    );
+    for (reader, seen) in [
+        (Reader::Caller("api-key:a".into()), 1),
+        (Reader::Caller("api-key:b".into()), 0),
+        (Reader::Org, 1),
+    ] {
+        let listed = engine
+            .approvals_read_by(&org(), None, &reader)
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), seen, "{reader:?}");
+        let doubtful = engine.in_doubt_read_by(&org(), &reader).await.unwrap();
+        assert!(doubtful.is_empty(), "{reader:?}");
+    }
+}

@@ -124,12 +124,9 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
             None => ApprovalState::Pending,
             Some(text) => admin::approval_state(&text).map_err(status)?,
         };
-        let approvals = (self
-            .gateway
-            .engine
-            .approvals(&principal.org, Some(state))
-            .await)
-            .map_err(status)?;
+        let (engine, reader) = (&self.gateway.engine, principal.reader());
+        let approvals = engine.approvals_read_by(&principal.org, Some(state), &reader);
+        let approvals = approvals.await.map_err(status)?;
         Ok(Response::new(proto::ApprovalList {
             approvals: approvals.iter().map(approval).collect(),
         }))
@@ -181,7 +178,9 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         request: Request<proto::ListInDoubtRequest>,
     ) -> Reply<proto::EffectList> {
         let principal = self.principal(&request).await?;
-        let effects = (self.gateway.engine.in_doubt(&principal.org).await).map_err(status)?;
+        let (engine, reader) = (&self.gateway.engine, principal.reader());
+        let effects = engine.in_doubt_read_by(&principal.org, &reader).await;
+        let effects = effects.map_err(status)?;
         Ok(Response::new(proto::EffectList {
             effects: effects.iter().map(effect).collect(),
         }))
@@ -219,8 +218,8 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     type EventsStream = Streamed<proto::Event>;
 
     async fn events(&self, request: Request<proto::EventsRequest>) -> Reply<Self::EventsStream> {
-        let org = self.principal(&request).await?.org;
-        let events = events::of_org(&self.gateway, org).map(|(name, json)| {
+        let principal = self.principal(&request).await?;
+        let events = events::of_org(&self.gateway, &principal).map(|(name, json)| {
             Ok(proto::Event {
                 r#type: name,
                 event_json: json.to_string(),

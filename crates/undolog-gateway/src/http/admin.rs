@@ -143,7 +143,12 @@ pub(crate) async fn approvals(
     Query(filter): Query<ApprovalFilter>,
 ) -> Result<Vec<Approval>> {
     let state = filter.status.as_deref().map(approval_state).transpose()?;
-    Ok(Json(gateway.engine.approvals(&principal.org, state).await?))
+    let reader = principal.reader();
+    Ok(Json(
+        (gateway.engine)
+            .approvals_read_by(&principal.org, state, &reader)
+            .await?,
+    ))
 }
 
 pub(crate) async fn approval(
@@ -301,7 +306,12 @@ pub(crate) async fn in_doubt(
     State(gateway): State<Arc<Gateway>>,
     Extension(principal): Extension<Principal>,
 ) -> Result<Vec<Effect>> {
-    Ok(Json(gateway.engine.in_doubt(&principal.org).await?))
+    let reader = principal.reader();
+    Ok(Json(
+        (gateway.engine)
+            .in_doubt_read_by(&principal.org, &reader)
+            .await?,
+    ))
 }
 
 #[derive(Debug, Deserialize)]

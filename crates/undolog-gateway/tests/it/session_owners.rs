@@ -133,3 +133,56 @@ async fn a_named_session_is_its_openers_and_another_key_is_told_to_name_its_own(
         .await;
     assert_eq!(status, 200);
 }
+
+/// An agent hears and lists only its own sessions' calls: another agent's held call is not in
+/// its approvals, and its calls' events do not reach its `/events`; an approver sees both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_agents_approvals_and_events_are_not_an_agents_to_read() {
+    let gw = TestGateway::start("").await;
+    let owner = gw.key("acme", Role::Agent).await;
+    let colleague = gw.key("acme", Role::Agent).await;
+    let approver = gw.key("acme", Role::Approver).await;
+    let subscribe = |secret: String| {
+        let request = (gw.http.get(format!("{}/events", gw.base)))
+            .bearer_auth(secret)
+            .send();
+        async move { request.await.unwrap() }
+    };
+    let colleague_hears = subscribe(colleague.secret.clone()).await;
+    let owner_hears = subscribe(owner.secret.clone()).await;
+
+    let email = json!({"to": "cfo@example.com", "subject": "numbers"});
+    let (status, held) = gw
+        .rest_call(Some(&owner), "owners-1", "send_email", email)
+        .await;
+    assert_eq!(status, 202, "{held}");
+
+    let pending = "/v1/approvals?status=pending";
+    let (_, listed) = gw.get_as(Some(&colleague), pending).await;
+    assert_eq!(
+        listed,
+        json!([]),
+        "the colleague lists the owner's approval"
+    );
+    for reader in [&owner, &approver] {
+        let (_, listed) = gw.get_as(Some(reader), pending).await;
+        assert_eq!(
+            listed.as_array().unwrap().len(),
+            1,
+            "{}: {listed}",
+            reader.actor
+        );
+    }
+    let heard = crate::events::next_events(owner_hears, 1).await;
+    assert_eq!(heard, ["effect_intercepted"], "the owner hears its call");
+    let leaked = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        crate::events::next_events(colleague_hears, 1),
+    )
+    .await
+    .unwrap_or_default();
+    assert!(
+        leaked.is_empty(),
+        "the colleague heard the owner's call: {leaked:?}"
+    );
+}
