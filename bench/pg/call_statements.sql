@@ -1,7 +1,7 @@
 -- One engine call (intercept + commit of a new compensable call) as the PostgreSQL store sent it
 -- before migration 8 (read first, then write, as statements): four simple-protocol messages,
 -- values written in as literals. (A call in a session the engine remembers is now two messages of
--- function calls; docs/PERFORMANCE.md, "Engine on PostgreSQL beside pgbench".) pgbench runs it
+-- function calls; bench/lab/, "Engine on PostgreSQL beside pgbench".) pgbench runs it
 -- with -M simple; see replay_call.sh.
 \set eid random(1, 1000000000000000)
 \set n random(1, 1000000000)

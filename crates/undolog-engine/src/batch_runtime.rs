@@ -7,7 +7,7 @@
 //! them. On the callers' runtime a leader heard its COMMIT late: a busy worker of a multi-threaded
 //! tokio runtime looks for I/O only every 61 tasks it runs (`event_interval`). Here a connection's
 //! reply wakes a thread that does nothing else: on the gateway's PostgreSQL row, 3–12% more calls
-//! per second in alternating runs, the machine's idle time 18–22% → 15–19% (docs/PERFORMANCE.md).
+//! per second in alternating runs, the machine's idle time 18–22% → 15–19% (bench/lab/).
 //!
 //! A leader that yields to its callers between batches (`YieldJudge`: callers that come back at
 //! once, as in a program that drives the engine in a loop) runs on the callers' runtime instead,

@@ -154,7 +154,7 @@ pub(crate) async fn submit<T>(
 /// and waits there for its COMMIT to reach the disk. The store has one writer, so nothing is lost
 /// by waiting in place, and nothing stands between two batches: no hand-off of the COMMIT to a
 /// blocking thread and back, no batch task queued behind requests on the runtime's threads
-/// (docs/PERFORMANCE.md). It ends when the engine is dropped.
+/// (bench/lab/). It ends when the engine is dropped.
 pub(crate) fn start(engine: Weak<Inner>) -> mpsc::UnboundedSender<Op> {
     let (sender, queue) = mpsc::unbounded_channel::<Op>();
     let thread = std::thread::Builder::new()

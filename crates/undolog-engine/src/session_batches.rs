@@ -13,7 +13,7 @@
 //! and every transaction pays its BEGIN, settings and COMMIT, whatever it carries. Calls of one
 //! session that arrive together (a stateless client puts all its calls into one session, its
 //! implicit run) share the row's lock once; calls of many sessions share the rest. pgbench
-//! replaying these statements on this schema (docs/PERFORMANCE.md) gives twice the calls per
+//! replaying these statements on this schema (bench/lab/) gives twice the calls per
 //! second with eight calls of eight sessions per transaction as with one call per transaction.
 //!
 //! A call's outcome joins its session's queue when this engine sent the call (it remembers the
@@ -46,7 +46,7 @@ const MAX_BATCH: usize = 128;
 /// The most batches under way at once. A batch is one round trip and one COMMIT on a connection of
 /// its own: one batch gathers while another waits for its COMMIT, and more batches at once are
 /// smaller ones, so more transactions for the same calls. Measured with 1, 2, 3, 4 and 8 at 32
-/// sessions (docs/PERFORMANCE.md): 2 was best.
+/// sessions (bench/lab/): 2 was best.
 pub(crate) const BATCHES_IN_FLIGHT: usize = 2;
 
 type Key = (OrgId, SessionId);
@@ -82,7 +82,7 @@ struct Queues {
 /// the call to its upstream, or answer their client, and the next batch, with what was already
 /// waiting, waits for all of them while the server has nothing to do (on the gateway's PostgreSQL
 /// row, 28% of the machine idle against 20% without the yield, and about 8% fewer calls per
-/// second; docs/PERFORMANCE.md). So yielding is on probation: over [`PROBE_YIELDS`] yields the
+/// second; bench/lab/). So yielding is on probation: over [`PROBE_YIELDS`] yields the
 /// leaders count the operations submitted from each batch's commit to the end of its yield, and
 /// keep yielding while those are at least half of the operations they answered; after
 /// [`FAILED_PROBES`] probes in a row that found less, they take the next batch at once for
@@ -106,7 +106,7 @@ const PROBE_YIELDS: u32 = 4;
 const FAILED_PROBES: u32 = 2;
 /// The batches taken without yielding after that (about half a second on the gateway's
 /// PostgreSQL row). Probes run among the callers, off the batch thread, and cost the most there:
-/// with 60, that row gave 3% fewer calls per second (docs/PERFORMANCE.md).
+/// with 60, that row gave 3% fewer calls per second (bench/lab/).
 const SKIPPED_BATCHES: u32 = 250;
 
 impl YieldJudge {

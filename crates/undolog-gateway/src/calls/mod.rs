@@ -252,7 +252,7 @@ impl Gateway {
             Some(tier),
             // Boxed: a call's future is moved whole at each await that makes it, and awaited
             // futures can take twice their size in the future around them; below this point
-            // the call is one allocation, not copies at every layer above (`docs/PERFORMANCE.md`).
+            // the call is one allocation, not copies at every layer above (the lab log, `bench/lab/`).
             Box::pin(self.classified_call(call, caller, route, policy)).await,
         )
     }

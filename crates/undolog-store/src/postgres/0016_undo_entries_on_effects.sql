@@ -7,7 +7,7 @@
 -- anyway: its position, from a sequence (two transactions pushing at once never collide, and the
 -- stack is read in position order), and when it was pushed. A session's stack is its effects that
 -- have a position (found by session, through `effects_session_seq_key`), in position order.
--- Measured: the outcome's function 37-40 µs -> 31-33 µs a call on the server (docs/PERFORMANCE.md).
+-- Measured: the outcome's function 37-40 µs -> 31-33 µs a call on the server (bench/lab/).
 --
 -- The entries already kept move onto their effects, with their positions. Row-level security is
 -- forced on both tables, on their owner too, so it is lifted for the move and forced again in this

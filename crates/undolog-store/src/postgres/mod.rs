@@ -126,7 +126,7 @@ const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
 /// on what selects them, and a plan a connection keeps (a function's statements, a foreign-key
 /// check) is made once, on the table as it is then: made on a log of a few effects that autovacuum
 /// had just analyzed, it would be a sequential scan, kept while the log grows, reading every effect
-/// at every call until the table is analyzed again (docs/PERFORMANCE.md).
+/// at every call until the table is analyzed again (bench/lab/).
 const SETTINGS: &str = "SELECT set_config('role', $1, true), set_config('app.org_id', $2, true), \
                         set_config('enable_seqscan', 'off', true)";
 

@@ -3,7 +3,7 @@
 //! Statements run on the thread of the task that holds the connection, with no hand-off: a
 //! statement on a cached prepared plan takes microseconds, and a thread per connection (as in
 //! sqlx) costs two thread wake-ups per statement, which at a dozen statements per call and one
-//! writer at a time was most of the gateway's time (docs/PERFORMANCE.md).
+//! writer at a time was most of the gateway's time (bench/lab/).
 //!
 //! Tasks queue for the connection in order (a fair lock). SQLite's own busy handler is off, so no
 //! thread ever sleeps inside SQLite: when another process holds the write lock, [`Shared::with`]
