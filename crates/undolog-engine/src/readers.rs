@@ -48,10 +48,7 @@ impl Engine {
         id: &SessionId,
         reader: &Reader,
     ) -> Result<Session, Error> {
-        let mut tx = self.begin(org).await?;
-        (tx.session(id).await?)
-            .filter(|s| reader.reads(s))
-            .ok_or_else(|| Error::UnknownSession(id.clone()))
+        readable(&mut *self.begin(org).await?, id, reader).await
     }
 
     /// Session `id`'s effects in order of interception, when `reader` sees it.
@@ -62,9 +59,7 @@ impl Engine {
         reader: &Reader,
     ) -> Result<Vec<Effect>, Error> {
         let mut tx = self.begin(org).await?;
-        (tx.session(id).await?)
-            .filter(|s| reader.reads(s))
-            .ok_or_else(|| Error::UnknownSession(id.clone()))?;
+        readable(&mut *tx, id, reader).await?;
         Ok(tx.session_effects(id).await?)
     }
 
@@ -134,4 +129,15 @@ impl Engine {
             ),
         })
     }
+}
+
+/// Session `id` in `tx`, when `reader` sees it; unknown otherwise, as another org's.
+pub(crate) async fn readable(
+    tx: &mut dyn undolog_store::Tx,
+    id: &SessionId,
+    reader: &Reader,
+) -> Result<Session, Error> {
+    (tx.session(id).await?)
+        .filter(|s| reader.reads(s))
+        .ok_or_else(|| Error::UnknownSession(id.clone()))
 }

@@ -243,9 +243,7 @@ impl Engine {
         reader: &Reader,
     ) -> Result<Snapshot, Error> {
         let mut tx = self.begin(org).await?;
-        let session = (tx.session(id).await?)
-            .filter(|s| reader.reads(s))
-            .ok_or_else(|| Error::UnknownSession(id.clone()))?;
+        let session = crate::readers::readable(&mut *tx, id, reader).await?;
         let effects = tx.session_effects(id).await?;
         let approvals: Vec<_> = tx
             .approvals(None)

@@ -54,7 +54,6 @@ fn record_result(
     verdicts: Option<Value>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
-    ensure_pending(&effect)?;
     effect.result = Some(result);
     let effect = end(effect, EffectState::Committed, verdicts, now)?;
     let mut writes = Vec::with_capacity(2);
@@ -90,7 +89,6 @@ fn record_failure(
     verdicts: Option<Value>,
     now: Timestamp,
 ) -> Result<Vec<Write>, Error> {
-    ensure_pending(&effect)?;
     effect.error = Some(error);
     if details.is_some() {
         effect.result = details;
