@@ -13,8 +13,8 @@ use undolog_types::{EffectId, EffectState, LeaseToken, OrgId, SessionState, Time
 use crate::{
     Engine, Error, Resolution,
     core::{self, Write},
-    effect_updates::Update,
     engine::Expected,
+    engine::effect_updates::Update,
 };
 
 impl Engine {
@@ -209,7 +209,7 @@ impl Engine {
             done: None,
         };
         if let Some(batches) = &self.inner().batches {
-            return crate::group_commit::submit(batches, |done| update.into_op(done)).await;
+            return crate::engine::group_commit::submit(batches, |done| update.into_op(done)).await;
         }
         if let Some(batches) = &self.inner().session_batches
             && let Some(session) = self

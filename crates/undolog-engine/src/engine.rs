@@ -14,12 +14,23 @@ use undolog_types::{EffectId, EffectState, LeaseToken, OrgId, SessionId, Tier, T
 use crate::{
     Call, Clock, EngineConfig, Error, Event, Intercept, SystemClock,
     core::{self, Decision, InterceptView, Write},
-    effect_updates::{self, Update},
-    known::{Known, Target, Wanted},
-    remembered::Remembered,
 };
 
+pub(crate) mod batch_runtime;
+pub(crate) mod effect_updates;
+pub(crate) mod executor;
+pub(crate) mod group_commit;
+pub(crate) mod hints;
+pub(crate) mod known;
+pub(crate) mod readers;
+pub(crate) mod remembered;
+pub(crate) mod session_batches;
+pub(crate) mod sessions;
 mod writes;
+
+use effect_updates::Update;
+use known::{Known, Target, Wanted};
+use remembered::Remembered;
 
 /// The effect engine. Cheap to clone; clones share the store, clock, waiters and event stream.
 #[derive(Debug, Clone)]
@@ -31,7 +42,7 @@ pub struct Engine {
 pub(crate) struct Inner {
     store: Arc<dyn Store>,
     /// The thread most of `session_batches`' leaders run on (see `batch_runtime`).
-    pub(crate) batch_runtime: Option<crate::batch_runtime::BatchRuntime>,
+    pub(crate) batch_runtime: Option<self::batch_runtime::BatchRuntime>,
     clock: Arc<dyn Clock>,
     config: EngineConfig,
     /// Woken after every committed change (here, or another process's), so waiters look again.
@@ -43,18 +54,18 @@ pub(crate) struct Inner {
     replays: crate::events::ReplayCounts,
     /// Each commit's events, for the task that sends them to other processes on the same store
     /// while one is there to hear them.
-    pub(crate) hints: Option<crate::hints::Hints>,
+    pub(crate) hints: Option<self::hints::Hints>,
     /// Effect updates, for the task that commits them in batches; `None` without a runtime, and
     /// when they go with `batches`.
     pub(crate) updates: Option<mpsc::UnboundedSender<Update>>,
     /// Intercepts and read-only records, for the task that commits them in batches; `None`
     /// without a runtime, or when the store takes writers concurrently (see `group_commit`).
-    pub(crate) batches: Option<mpsc::UnboundedSender<crate::group_commit::Op>>,
+    pub(crate) batches: Option<mpsc::UnboundedSender<self::group_commit::Op>>,
     /// Intercepts and read-only records, batched per session when the store takes writers
     /// concurrently (see `session_batches`); `None` without a runtime, or with `batches`.
-    pub(crate) session_batches: Option<crate::session_batches::SessionBatches>,
+    pub(crate) session_batches: Option<self::session_batches::SessionBatches>,
     /// The implicit runs read last (see `sessions`).
-    pub(crate) runs: crate::sessions::RunCache,
+    pub(crate) runs: self::sessions::RunCache,
     /// Rows last written or read, to write on without reading first (see `remembered`); `None`
     /// without a runtime.
     pub(crate) remembered: Option<Remembered>,
@@ -112,14 +123,14 @@ impl Engine {
         let inner = Arc::new_cyclic(|inner| Inner {
             hints: notifications
                 .clone()
-                .map(|n| crate::hints::Hints::start(n, me.clone(), config.peer_silence)),
+                .map(|n| self::hints::Hints::start(n, me.clone(), config.peer_silence)),
             updates: (runtime && !store.one_writer_at_a_time())
                 .then(|| effect_updates::start(inner.clone())),
             batches: (runtime && store.one_writer_at_a_time())
-                .then(|| crate::group_commit::start(inner.clone())),
+                .then(|| self::group_commit::start(inner.clone())),
             session_batches: (runtime && !store.one_writer_at_a_time()).then(Default::default),
             batch_runtime: (runtime && !store.one_writer_at_a_time())
-                .then(|| crate::batch_runtime::BatchRuntime::start(&store))
+                .then(|| self::batch_runtime::BatchRuntime::start(&store))
                 .flatten(),
             remembered: runtime.then(|| Remembered::new(config.executor_id.clone())),
             store,
@@ -129,12 +140,12 @@ impl Engine {
             events,
             own_events: broadcast::channel(1024).0,
             replays: Default::default(),
-            runs: crate::sessions::RunCache::default(),
+            runs: self::sessions::RunCache::default(),
             health: std::sync::Mutex::new(crate::Health::starting()),
             batch_observer: BatchObserverSlot::default(),
         });
         if let Some(notifications) = &notifications {
-            crate::hints::listen(Arc::downgrade(&inner), notifications, &me);
+            self::hints::listen(Arc::downgrade(&inner), notifications, &me);
         }
         Engine { inner }
     }
@@ -259,13 +270,13 @@ impl Engine {
     /// those of the same session when it takes several (see `session_batches`), else (no runtime)
     /// in a transaction of its own.
     async fn decide_intercept(&self, call: &Call, target: &Target) -> Result<Decision, Error> {
-        let op = |done| crate::group_commit::Op::Intercept {
+        let op = |done| self::group_commit::Op::Intercept {
             call: Box::new(call.clone()),
             target: target.clone(),
             done,
         };
         match (&self.inner.batches, &self.inner.session_batches) {
-            (Some(batches), _) => crate::group_commit::submit(batches, op).await,
+            (Some(batches), _) => self::group_commit::submit(batches, op).await,
             (None, Some(batches)) => batches.submit(self, &call.org, &call.session, op).await,
             (None, None) => self.decide_alone(call, target).await,
         }

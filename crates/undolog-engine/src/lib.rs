@@ -10,41 +10,31 @@
 //! Invariant: the engine never speaks HTTP or MCP, and never writes SQL.
 
 mod approvals;
-mod batch_runtime;
 mod call;
 mod clock;
 mod config;
 pub mod core;
 pub mod crash_points;
 mod effect_outcomes;
-mod effect_updates;
 mod engine;
 mod error;
 mod events;
-mod executor;
-mod group_commit;
-mod hints;
-mod known;
 mod outcome;
-mod readers;
-mod remembered;
 mod saga;
-mod session_batches;
-mod sessions;
 mod undo_steps;
 
 pub use call::{Call, ToolPolicy};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::EngineConfig;
 pub use core::{CompensationFailure, Decider, ReadOutcome, Resolution};
+pub use engine::executor::{Health, renewing};
+pub use engine::readers::Reader;
+pub use engine::sessions::{RunCache, SNAPSHOT_FORMAT};
 pub use engine::{BatchObserver, Engine, validate};
 pub use error::Error;
 pub use events::{Event, hold_reason};
-pub use executor::{Health, renewing};
 pub use outcome::{Intercept, Rejection};
-pub use readers::Reader;
 pub use saga::{
     Compensated, Compensator, StepOutcome, UndoReport, UndoRun, UndoStep, UndoSteps, run_undo,
 };
-pub use sessions::{RunCache, SNAPSHOT_FORMAT};
 pub use undo_steps::{PlannedStep, UndoPlanned, UndoProgress};

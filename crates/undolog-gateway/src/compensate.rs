@@ -17,9 +17,9 @@ use undolog_types::Args;
 
 use crate::{
     Gateway,
+    config::Template,
     interceptors::{self, RequestVerdict, ResponseVerdict},
     results,
-    template::Template,
     upstream::Era,
 };
 

@@ -10,7 +10,7 @@ mod app;
 mod auth;
 mod calls;
 mod compensate;
-pub mod config;
+pub use undolog_config as config;
 mod demo;
 mod engine_link;
 mod error;
@@ -28,7 +28,6 @@ mod policy;
 mod results;
 mod runs;
 mod tasks;
-mod template;
 mod traces;
 mod upstream;
 

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+pub use crate::event::Phase;
 use crate::event::event_matches;
 
 /// What an interceptor does: check a payload, or transform it.
@@ -21,14 +22,6 @@ impl InterceptorType {
             InterceptorType::Mutation => "mutation",
         }
     }
-}
-
-/// Which half of an exchange is intercepted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    Request,
-    Response,
 }
 
 /// `active` interceptors take effect; `audit` ones are run and recorded but never block and never

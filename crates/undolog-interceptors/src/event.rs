@@ -2,7 +2,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::descriptor::Phase;
+/// Which half of an exchange is intercepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Request,
+    Response,
+}
 
 /// The event that matches every event.
 pub const ANY_EVENT: &str = "*";

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::descriptor::{Descriptor, Phase};
 use crate::error::Error;
-use crate::wire::{InvocationContext, Outcome};
+use crate::wire::{InvocationContext, InvokeParams, Outcome};
 
 /// One call of an interceptor.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,4 +31,19 @@ pub trait Interceptor: Send + Sync + Debug {
 
     /// Run the handler once.
     async fn invoke(&self, invocation: Invocation) -> Result<Outcome, Error>;
+}
+
+impl InvokeParams {
+    /// The wire request for one invocation of the interceptor `name`.
+    pub fn for_invocation(name: &str, invocation: Invocation) -> InvokeParams {
+        InvokeParams {
+            name: name.to_owned(),
+            event: invocation.event,
+            phase: invocation.phase,
+            payload: invocation.payload,
+            config: invocation.config,
+            context: invocation.context,
+            timeout_ms: None,
+        }
+    }
 }

@@ -263,21 +263,6 @@ impl InvokeResult {
     }
 }
 
-impl InvokeParams {
-    /// The wire request for one invocation of the interceptor `name`.
-    pub fn for_invocation(name: &str, invocation: crate::Invocation) -> InvokeParams {
-        InvokeParams {
-            name: name.to_owned(),
-            event: invocation.event,
-            phase: invocation.phase,
-            payload: invocation.payload,
-            config: invocation.config,
-            context: invocation.context,
-            timeout_ms: None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -124,4 +124,5 @@ mod engine;
 mod faults;
 mod gateway;
 mod keys;
+mod layers;
 mod two_gateways;

@@ -5,11 +5,8 @@ use std::time::Duration;
 
 use undolog_interceptors::Mode;
 
-use super::{
-    BuiltinInterceptor, Error, InterceptorConfig, InterceptorSource,
-    raw::RawInterceptor,
-    validate::{headers, http_url, stdio_command},
-};
+use super::{headers, http_url, stdio_command};
+use crate::{BuiltinInterceptor, Error, InterceptorConfig, InterceptorSource, raw::RawInterceptor};
 
 pub(super) fn interceptor(i: usize, raw: RawInterceptor) -> Result<InterceptorConfig, Error> {
     let entry = format!("interceptors[{i}]");

@@ -243,7 +243,7 @@ impl Engine {
         reader: &Reader,
     ) -> Result<Snapshot, Error> {
         let mut tx = self.begin(org).await?;
-        let session = crate::readers::readable(&mut *tx, id, reader).await?;
+        let session = crate::engine::readers::readable(&mut *tx, id, reader).await?;
         let effects = tx.session_effects(id).await?;
         let approvals: Vec<_> = tx
             .approvals(None)

@@ -5,7 +5,7 @@ use super::*;
 /// The shortest `executor.peer_silence_ms`: a hello every third of a second at most.
 const MIN_PEER_SILENCE: Duration = Duration::from_secs(1);
 
-pub(super) fn executor(raw: &crate::config::raw::RawExecutor) -> Result<ExecutorSettings, Error> {
+pub(super) fn executor(raw: &crate::raw::RawExecutor) -> Result<ExecutorSettings, Error> {
     // The defaults are the engine's own: one place says what they are.
     let defaults = undolog_engine::EngineConfig::default();
     let ms = |key: &str, value: Option<u64>, default: Duration| {

@@ -22,9 +22,9 @@ use undolog_types::{EffectId, LeaseToken, LockKey, OrgId, SessionState, Timestam
 use crate::{
     Call, Engine, Error, Event, Intercept, Rejection,
     core::{self, Decision, ReadOutcome, Write},
-    effect_updates::Update,
+    engine::effect_updates::Update,
+    engine::known::{Known, Lookup, Target, Wanted},
     engine::{Expected, Inner},
-    known::{Known, Lookup, Target, Wanted},
 };
 
 /// A read-only call that ran, to record as one finished effect.

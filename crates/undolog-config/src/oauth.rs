@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use reqwest::Url;
 use undolog_types::OrgId;
+use url::Url;
 
 use super::{Error, Secret, raw::RawOAuth};
 

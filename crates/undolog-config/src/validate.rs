@@ -14,6 +14,7 @@ use super::{
 use crate::template::Template;
 
 mod executor;
+mod interceptors;
 use executor::executor;
 
 pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -140,7 +141,7 @@ pub(super) fn validate(raw: RawConfig) -> Result<GatewayConfig, Error> {
         .interceptors
         .into_iter()
         .enumerate()
-        .map(|(i, raw)| super::interceptors::interceptor(i, raw))
+        .map(|(i, raw)| interceptors::interceptor(i, raw))
         .collect::<Result<Vec<_>, _>>()?;
 
     let oauth = raw.oauth.map(super::oauth::oauth).transpose()?;

@@ -23,7 +23,7 @@ use undolog_types::{EffectId, EffectState, OrgId, SessionId};
 
 use crate::{
     core::Write,
-    known::{Known, Lookup},
+    engine::known::{Known, Lookup},
 };
 
 /// The most rows of each kind kept; past it, that memory starts over.

@@ -26,8 +26,8 @@ use undolog_types::{EffectId, OrgId};
 use crate::{
     Engine, Error,
     core::Write,
+    engine::group_commit::Op,
     engine::{Expected, Inner},
-    group_commit::Op,
 };
 
 /// What an update does to the effect it read: the writes to make, or why it cannot.
@@ -71,7 +71,7 @@ pub(crate) fn start(engine: Weak<Inner>) -> mpsc::UnboundedSender<Update> {
             // that woke it: without this, the first update's hand-off would cut a batch of that
             // update alone, and each such batch pays a COMMIT.
             tokio::task::yield_now().await;
-            let batch = crate::group_commit::gathered(first, &mut queue, MAX_BATCH);
+            let batch = crate::engine::group_commit::gathered(first, &mut queue, MAX_BATCH);
             let Some(inner) = engine.upgrade() else {
                 break;
             };

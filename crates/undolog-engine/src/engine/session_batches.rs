@@ -39,7 +39,7 @@ use std::{
 use tokio::sync::oneshot;
 use undolog_types::{OrgId, SessionId};
 
-use crate::{Engine, Error, group_commit::Op};
+use crate::{Engine, Error, engine::group_commit::Op};
 
 /// The most operations one batch carries; more wait for the next.
 const MAX_BATCH: usize = 128;
@@ -304,7 +304,7 @@ impl Drop for Release<'_> {
 
 /// Carries out `batch`, and the batches after it, on a task of its own: the batch goes on if its
 /// callers stop waiting. On the engine's batch thread when there is one and its leader will not
-/// yield (see [`crate::batch_runtime`]), else on the runtime of the callers.
+/// yield (see [`crate::engine::batch_runtime`]), else on the runtime of the callers.
 fn lead(engine: &Engine, batch: Batch) {
     let own = engine.leads_on_own_thread(&batch);
     let leader = engine.clone();

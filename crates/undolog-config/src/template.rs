@@ -9,11 +9,11 @@ use serde_json::Value;
 
 /// Renders compensation templates.
 #[derive(Debug)]
-pub(crate) struct Template;
+pub struct Template;
 
 impl Template {
     /// Checks every placeholder's shape without rendering, for configuration errors at start-up.
-    pub(crate) fn check(template: &Value) -> Result<(), String> {
+    pub fn check(template: &Value) -> Result<(), String> {
         walk(template, &mut |text| {
             for (_, path) in placeholders(text)? {
                 root_of(path)?;
@@ -23,7 +23,7 @@ impl Template {
     }
 
     /// Fills the template from the original call.
-    pub(crate) fn render(template: &Value, args: &Value, result: &Value) -> Result<Value, String> {
+    pub fn render(template: &Value, args: &Value, result: &Value) -> Result<Value, String> {
         map(template, &|text| {
             let found = placeholders(text)?;
             let lookup = |path: &str| -> Result<&Value, String> {

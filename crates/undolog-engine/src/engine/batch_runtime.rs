@@ -22,7 +22,7 @@ use undolog_store::Store;
 use crate::Engine;
 
 /// Connections of the batch thread's pool: one per batch under way.
-const CONNECTIONS: u32 = crate::session_batches::BATCHES_IN_FLIGHT as u32;
+const CONNECTIONS: u32 = crate::engine::session_batches::BATCHES_IN_FLIGHT as u32;
 
 pub(crate) struct BatchRuntime {
     /// The batch thread's runtime.

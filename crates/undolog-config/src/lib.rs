@@ -1,11 +1,14 @@
 //! Gateway configuration: defaults, then a TOML file, then `UNDOLOG_*` environment variables, then
 //! flags — parsed raw by figment, then validated once into [`GatewayConfig`]. Every error names the
 //! key and says how to fix it.
+//!
+//! It holds the settings and their checks, and the compensation templates they carry; it starts
+//! nothing, opens no connection and reads no file but the one it is given.
 
-mod interceptors;
 mod notify;
 mod oauth;
 mod raw;
+mod template;
 mod validate;
 
 use std::{collections::BTreeMap, fmt, net::SocketAddr, path::PathBuf, time::Duration};
@@ -21,6 +24,7 @@ use undolog_types::Tier;
 pub use notify::{Channel, NotifyTarget, is_target_name};
 pub use oauth::{DashboardClient, IntrospectionClient, OAuthSettings, RoleScopes};
 pub(crate) use raw::RawConfig;
+pub use template::Template;
 
 /// Where the configuration comes from, besides defaults and the environment.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -258,7 +262,7 @@ impl fmt::Debug for Secret {
 pub struct Error(pub(crate) String);
 
 impl Error {
-    pub(crate) fn key(key: impl fmt::Display, problem: impl fmt::Display) -> Error {
+    pub fn key(key: impl fmt::Display, problem: impl fmt::Display) -> Error {
         Error(format!("`{key}`: {problem}"))
     }
 }
@@ -313,7 +317,7 @@ impl GatewayConfig {
     /// makes of a file that says this and nothing else.
     ///
     /// [`load`]: GatewayConfig::load
-    pub(crate) fn from_toml(text: &str) -> Result<GatewayConfig, Error> {
+    pub fn from_toml(text: &str) -> Result<GatewayConfig, Error> {
         GatewayConfig::extract(Figment::from(Toml::string(text)))
     }
 
