@@ -9,6 +9,7 @@ use axum::{
 use rmcp::ErrorData;
 use serde_json::json;
 use undolog_engine::Error as EngineError;
+use undolog_notify::links::LinkError;
 
 use crate::oauth::Challenge;
 
@@ -106,7 +107,7 @@ pub enum Error {
     },
     /// An approve or deny link that is not good here.
     #[error(transparent)]
-    Link(#[from] crate::notify::links::LinkError),
+    Link(#[from] LinkError),
 }
 
 impl Error {
@@ -129,7 +130,11 @@ impl Error {
             Error::OutcomeNotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::EngineUnreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Remote { status, .. } => *status,
-            Error::Link(e) => e.status(),
+            Error::Link(e) => match e {
+                LinkError::Malformed => StatusCode::BAD_REQUEST,
+                LinkError::Tampered => StatusCode::FORBIDDEN,
+                LinkError::Expired => StatusCode::GONE,
+            },
             Error::Intercepted { error, .. } => match error.code.0 {
                 -32602 => StatusCode::FORBIDDEN,
                 -32000 => StatusCode::GATEWAY_TIMEOUT,

@@ -21,7 +21,7 @@ mod http;
 mod interceptors;
 mod mcp;
 mod metrics;
-mod notify;
+use undolog_notify as notify;
 mod oauth;
 mod overview;
 mod policy;

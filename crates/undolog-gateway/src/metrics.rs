@@ -338,15 +338,6 @@ impl Metrics {
         self.decision_latency.observe(waited.max(0) as f64 / 1000.0);
     }
 
-    /// One held call announced to `target` (a `[[notify]]` name), or not after every retry.
-    pub(crate) fn notified(&self, target: &str, delivered: bool) {
-        let outcome = if delivered { "delivered" } else { "failed" };
-        let target = target.to_owned();
-        self.notifications
-            .get_or_create(&NotifyLabels { target, outcome })
-            .inc();
-    }
-
     /// The same, with the series of these upstreams (in configuration order) made now.
     pub(crate) fn for_upstreams<'a>(names: impl Iterator<Item = &'a str>) -> Metrics {
         let mut metrics = Metrics::default();
@@ -519,6 +510,17 @@ async fn render(State(gateway): State<Arc<crate::Gateway>>) -> Response {
         gateway.metrics.render(),
     )
         .into_response()
+}
+
+impl undolog_notify::Tally for Metrics {
+    /// One held call announced to `target` (a `[[notify]]` name), or not after every retry.
+    fn notified(&self, target: &str, delivered: bool) {
+        let outcome = if delivered { "delivered" } else { "failed" };
+        let target = target.to_owned();
+        self.notifications
+            .get_or_create(&NotifyLabels { target, outcome })
+            .inc();
+    }
 }
 
 #[cfg(test)]

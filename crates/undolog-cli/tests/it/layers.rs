@@ -302,7 +302,6 @@ const STILL_IN_A_CIRCLE: &[(&str, &[&str])] = &[(
         "interceptors",
         "mcp",
         "metrics",
-        "notify",
         "oauth",
         "policy",
         "results",

@@ -8,9 +8,13 @@
 //! after that long if nobody has decided. Each delivery is retried with backoff and recorded
 //! (`GET /v1/notifications`, the `notifications_total` series, a log line when it fails).
 //! Deliveries are kept in this process: the last [`KEPT`] of them.
+//!
+//! It holds the notices, their delivery and the signed links; it reads the engine's events and
+//! its configuration, and knows nothing of HTTP serving or of MCP: whoever serves the links
+//! maps [`links::LinkError`] to an answer, and counts deliveries through [`Tally`].
 
-pub(crate) mod links;
-pub(crate) mod message;
+pub mod links;
+mod message;
 mod send;
 
 use std::{
@@ -28,39 +32,44 @@ use self::{
     links::{Link, LinkDecision, LinkKey},
     message::{Links, Notice},
 };
-use crate::config::{GatewayConfig, NotifyTarget};
+use undolog_config::{GatewayConfig, NotifyTarget};
+
+/// Counts each delivery by its target, delivered or not (the gateway's `notifications_total`).
+pub trait Tally: Send + Sync + std::fmt::Debug {
+    fn notified(&self, target: &str, delivered: bool);
+}
 
 /// How many delivery records are kept.
-pub(crate) const KEPT: usize = 1_000;
+pub const KEPT: usize = 1_000;
 
 /// One target told of one held call.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct Delivery {
+pub struct Delivery {
     #[serde(skip)]
     org: OrgId,
-    pub(crate) approval_id: ApprovalId,
-    pub(crate) target: String,
-    pub(crate) kind: &'static str,
-    pub(crate) escalation: u32,
-    pub(crate) attempts: u32,
-    pub(crate) delivered: bool,
-    pub(crate) error: Option<String>,
-    pub(crate) at: Timestamp,
+    pub approval_id: ApprovalId,
+    pub target: String,
+    pub kind: &'static str,
+    pub escalation: u32,
+    pub attempts: u32,
+    pub delivered: bool,
+    pub error: Option<String>,
+    pub at: Timestamp,
 }
 
 #[derive(Debug)]
-pub(crate) struct Notifier {
+pub struct Notifier {
     targets: Vec<NotifyTarget>,
     public_url: String,
     escalate_after: Option<Duration>,
-    pub(crate) links: LinkKey,
+    pub links: LinkKey,
     http: reqwest::Client,
     deliveries: Mutex<VecDeque<Delivery>>,
-    metrics: Arc<crate::metrics::Metrics>,
+    tally: Arc<dyn Tally>,
 }
 
 impl Notifier {
-    pub(crate) fn new(config: &GatewayConfig, metrics: Arc<crate::metrics::Metrics>) -> Notifier {
+    pub fn new(config: &GatewayConfig, tally: Arc<dyn Tally>) -> Notifier {
         let approvals = &config.approvals;
         if approvals.link_secret.is_none() && !config.notify.is_empty() {
             tracing::warn!(
@@ -80,12 +89,12 @@ impl Notifier {
                 .build()
                 .expect("a TLS-less HTTP client builds"),
             deliveries: Mutex::new(VecDeque::new()),
-            metrics,
+            tally,
         }
     }
 
     /// Announces every approval `engine` records from now on.
-    pub(crate) fn follow(self: &Arc<Self>, engine: &Engine) {
+    pub fn follow(self: &Arc<Self>, engine: &Engine) {
         if self.targets.is_empty() {
             return;
         }
@@ -122,7 +131,7 @@ impl Notifier {
     }
 
     /// The deliveries of `org`'s held calls, newest first.
-    pub(crate) fn deliveries(&self, org: &OrgId) -> Vec<Delivery> {
+    pub fn deliveries(&self, org: &OrgId) -> Vec<Delivery> {
         let kept = self
             .deliveries
             .lock()
@@ -224,7 +233,7 @@ impl Notifier {
             ..notice.clone()
         };
         let sent = send::deliver(&self.http, target, &notice).await;
-        self.metrics.notified(&target.name, sent.failure.is_none());
+        self.tally.notified(&target.name, sent.failure.is_none());
         let mut kept = self
             .deliveries
             .lock()

@@ -6,7 +6,7 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use undolog_types::Timestamp;
 
 use super::message::{self, Notice, SIGNATURE_HEADER};
-use crate::config::{Channel, NotifyTarget};
+use undolog_config::{Channel, NotifyTarget};
 
 /// Tries per delivery, and the wait before the second (doubled each time after).
 const ATTEMPTS: u32 = 5;

@@ -14,7 +14,7 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use undolog_types::{ApprovalId, OrgId, Timestamp};
 
-use crate::config::Secret;
+use undolog_config::Secret;
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -24,7 +24,7 @@ const CONTEXT: &[u8] = b"undolog approval link v1\n";
 /// What a link asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum LinkDecision {
+pub enum LinkDecision {
     Approve,
     Deny,
 }
@@ -32,19 +32,19 @@ pub(crate) enum LinkDecision {
 /// A link's content, as signed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Link {
+pub struct Link {
     #[serde(rename = "a")]
-    pub(crate) approval: ApprovalId,
+    pub approval: ApprovalId,
     #[serde(rename = "o")]
-    pub(crate) org: OrgId,
+    pub org: OrgId,
     #[serde(rename = "d")]
-    pub(crate) decision: LinkDecision,
+    pub decision: LinkDecision,
     /// The `[[notify]]` target that carried it: the decision's channel is `link:TARGET`.
     #[serde(rename = "t")]
-    pub(crate) target: String,
+    pub target: String,
     /// Milliseconds since the epoch: the approval's expiry.
     #[serde(rename = "e")]
-    pub(crate) expires_at: i64,
+    pub expires_at: i64,
 }
 
 /// Why a link is refused.
@@ -65,16 +65,7 @@ pub enum LinkError {
 }
 
 impl LinkError {
-    pub(crate) fn status(&self) -> axum::http::StatusCode {
-        use axum::http::StatusCode;
-        match self {
-            LinkError::Malformed => StatusCode::BAD_REQUEST,
-            LinkError::Tampered => StatusCode::FORBIDDEN,
-            LinkError::Expired => StatusCode::GONE,
-        }
-    }
-
-    pub(crate) fn code(&self) -> &'static str {
+    pub fn code(&self) -> &'static str {
         match self {
             LinkError::Malformed => "link_malformed",
             LinkError::Tampered => "link_tampered",
@@ -84,7 +75,7 @@ impl LinkError {
 }
 
 /// The key links are signed and checked with.
-pub(crate) struct LinkKey(Vec<u8>);
+pub struct LinkKey(Vec<u8>);
 
 impl std::fmt::Debug for LinkKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -94,7 +85,7 @@ impl std::fmt::Debug for LinkKey {
 
 impl LinkKey {
     /// The configured secret, or 32 random bytes: links then work only in this process.
-    pub(crate) fn new(secret: Option<&Secret>) -> LinkKey {
+    pub fn new(secret: Option<&Secret>) -> LinkKey {
         match secret {
             Some(secret) => LinkKey(secret.0.as_bytes().to_vec()),
             None => {
@@ -112,7 +103,7 @@ impl LinkKey {
         mac
     }
 
-    pub(crate) fn sign(&self, link: &Link) -> String {
+    pub fn sign(&self, link: &Link) -> String {
         let json = serde_json::to_vec(link).expect("a link serializes");
         let payload = URL_SAFE_NO_PAD.encode(json);
         let tag = URL_SAFE_NO_PAD.encode(self.mac(&payload).finalize().into_bytes());
@@ -120,7 +111,7 @@ impl LinkKey {
     }
 
     /// The link `token` is, when this key signed it and it has not expired by `now`.
-    pub(crate) fn open(&self, token: &str, now: Timestamp) -> Result<Link, LinkError> {
+    pub fn open(&self, token: &str, now: Timestamp) -> Result<Link, LinkError> {
         let (payload, tag) = token.split_once('.').ok_or(LinkError::Malformed)?;
         let tag = URL_SAFE_NO_PAD
             .decode(tag)
