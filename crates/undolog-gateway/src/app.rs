@@ -69,6 +69,7 @@ impl Gateway {
             &config.upstreams,
             &config.prefix_separator,
             config.limits.upstream_timeout,
+            &crate::demo::DemoBank::for_upstream,
         )
         .await;
         let names = upstreams.connections().iter().map(|c| c.name());
@@ -92,7 +93,8 @@ impl Gateway {
             crate::interceptors::Interceptors::start(&config, &upstreams, metrics.clone());
         let interceptors = Arc::new(interceptors.await?);
         for conn in upstreams.connections() {
-            conn.relay.use_interceptors(interceptors.clone());
+            conn.relay
+                .use_interceptors(interceptors.clone() as Arc<dyn crate::upstream::RelayChain>);
         }
         let oauth = config.oauth.clone().map(crate::oauth::OAuth::new);
         // OpenTelemetry's name of the database system.
@@ -125,6 +127,7 @@ impl Gateway {
             &config.upstreams,
             &config.prefix_separator,
             config.limits.upstream_timeout,
+            &crate::demo::DemoBank::for_upstream,
         )
         .await;
         let metrics = Arc::new(crate::metrics::Metrics::default());

@@ -44,6 +44,15 @@ impl Default for DemoBank {
 }
 
 impl DemoBank {
+    /// The in-process server of an upstream whose transport is the demo (a bank of its own for
+    /// each such upstream); `None` for any other.
+    pub(crate) fn for_upstream(
+        config: &crate::config::UpstreamConfig,
+    ) -> Option<Arc<dyn crate::upstream::InProcess>> {
+        matches!(config.transport, crate::config::UpstreamTransport::Demo)
+            .then(|| Arc::new(DemoBank::default()) as Arc<dyn crate::upstream::InProcess>)
+    }
+
     fn tools() -> Vec<Tool> {
         let schema = |value: Value| -> Arc<JsonObject> {
             match value {
@@ -185,5 +194,17 @@ impl DemoBank {
             .map_err(std::io::Error::other)?;
         running.waiting().await.map_err(std::io::Error::other)?;
         Ok(())
+    }
+}
+
+impl crate::upstream::InProcess for DemoBank {
+    fn serve(&self, io: tokio::io::DuplexStream) {
+        let bank = self.clone();
+        tokio::spawn(async move {
+            match rmcp::ServiceExt::serve(bank, io).await {
+                Ok(server) => drop(server.waiting().await),
+                Err(e) => tracing::error!(error = %e, "demo bank did not start"),
+            }
+        });
     }
 }

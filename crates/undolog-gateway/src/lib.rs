@@ -29,7 +29,7 @@ mod results;
 mod runs;
 mod tasks;
 mod traces;
-mod upstream;
+use undolog_upstream as upstream;
 
 pub use app::{Gateway, serve_http, serve_stdio};
 pub use auth::{Credential, NewKey, Principal, create_key};

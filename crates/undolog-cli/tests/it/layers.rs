@@ -308,7 +308,6 @@ const STILL_IN_A_CIRCLE: &[(&str, &[&str])] = &[(
         "runs",
         "tasks",
         "traces",
-        "upstream",
     ],
 )];
 

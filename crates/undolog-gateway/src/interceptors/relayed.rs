@@ -4,35 +4,41 @@
 //! blocked request or answer goes back to the upstream as the chain's JSON-RPC error.
 
 use rmcp::ErrorData;
-use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
 use undolog_interceptors::{ChainRequest, Phase};
 
 use super::Interceptors;
+use crate::upstream::{Answer, RelayChain};
+
+impl RelayChain for Interceptors {
+    fn relayed<'a>(
+        &'a self,
+        event: &'a str,
+        phase: Phase,
+        payload: Value,
+    ) -> Answer<'a, Result<Value, ErrorData>> {
+        Box::pin(self.relayed_value(event, phase, payload))
+    }
+}
 
 impl Interceptors {
-    /// Runs one relayed message through the chain; the value the chain let through, typed again.
-    pub(crate) async fn relayed<T: Serialize + DeserializeOwned>(
+    /// Runs one relayed message through the chain: the payload it let through.
+    async fn relayed_value(
         &self,
         event: &str,
         phase: Phase,
-        value: T,
-    ) -> Result<T, ErrorData> {
-        let payload = serde_json::to_value(&value).map_err(|e| {
-            ErrorData::internal_error(format!("cannot intercept {event}: {e}"), None)
-        })?;
-        let Some(record) = self.run(ChainRequest::new(event, phase, payload)).await else {
-            return Ok(value);
+        payload: Value,
+    ) -> Result<Value, ErrorData> {
+        let Some(record) = self
+            .run(ChainRequest::new(event, phase, payload.clone()))
+            .await
+        else {
+            return Ok(payload);
         };
         if let Some(error) = record.to_error() {
             tracing::info!(event, ?phase, error = %error.message, "interceptors blocked a relayed message");
             return Err(error);
         }
-        let payload = record.final_payload.unwrap_or_default();
-        serde_json::from_value(payload).map_err(|e| {
-            ErrorData::internal_error(
-                format!("{event} blocked by interceptors: a mutator made it unreadable ({e}); fix the mutator"),
-                None,
-            )
-        })
+        Ok(record.final_payload.unwrap_or_default())
     }
 }

@@ -12,7 +12,7 @@ use std::{sync::Arc, time::Duration};
 use http::{HeaderName, HeaderValue};
 use hyper_util::client::proxy::matcher::Matcher;
 use rmcp::{
-    ErrorData, Peer, RoleClient, ServiceError, ServiceExt,
+    Peer, RoleClient, ServiceError, ServiceExt,
     model::{
         CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
         JsonObject, ProtocolVersion, RequestMetaObject, ServerResult,
@@ -31,61 +31,18 @@ use super::{
     relay::{Relay, Requester, Ticket, UpstreamClient},
     stream_origin::MarkingClient,
 };
-use crate::{
-    config::{UpstreamConfig, UpstreamTransport},
-    demo::DemoBank,
-};
+use undolog_config::{UpstreamConfig, UpstreamTransport};
 
-/// Why a request to an upstream got no usable answer. Messages name the upstream and what to do.
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum UpstreamError {
-    #[error(
-        "upstream `{upstream}` cannot be reached: {reason}; check that it runs, it is retried on the next call"
-    )]
-    Unavailable { upstream: String, reason: String },
-    #[error("upstream `{upstream}` did not answer within {after:?}")]
-    TimedOut { upstream: String, after: Duration },
-    #[error(
-        "upstream `{upstream}` closed the connection before answering (it may have crashed); it is restarted on the next call"
-    )]
-    Closed { upstream: String },
-    #[error("upstream `{upstream}` answered with something that is not a valid MCP result")]
-    Garbage { upstream: String },
-    #[error("upstream `{upstream}` refused the request: {}", error.message)]
-    Refused { upstream: String, error: ErrorData },
-    #[error("the request was cancelled by the client")]
-    Cancelled,
-}
+use crate::{error::UpstreamError, hooks::InProcess};
 
-impl UpstreamError {
-    /// The JSON-RPC error a client gets: the upstream's own, else one that says what happened.
-    pub(crate) fn into_error_data(self) -> ErrorData {
-        match self {
-            UpstreamError::Refused { error, .. } => error,
-            other => ErrorData::internal_error(other.to_string(), None),
-        }
-    }
-
-    /// Whether the upstream may have run a request that failed so: it was sent, and no
-    /// definite answer came back (the connection broke, time ran out, the answer was unreadable,
-    /// or the client cancelled it on the way). Unreachable upstreams and their own JSON-RPC
-    /// errors are definite: the request did not run.
-    pub(crate) fn may_have_run(&self) -> bool {
-        match self {
-            UpstreamError::Closed { .. }
-            | UpstreamError::TimedOut { .. }
-            | UpstreamError::Garbage { .. }
-            | UpstreamError::Cancelled => true,
-            UpstreamError::Unavailable { .. } | UpstreamError::Refused { .. } => false,
-        }
-    }
-}
+mod watch;
+pub(crate) use watch::watch;
 
 type Running = RunningService<RoleClient, UpstreamClient>;
 
 /// The protocol era a request reaches the upstream in: the client's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Era {
+pub enum Era {
     /// 2025-11-25 and older: an `initialize`d session (also the gateway's own requests).
     #[default]
     Session,
@@ -95,7 +52,7 @@ pub(crate) enum Era {
 
 impl Era {
     /// The era of a client request that negotiated (or sent) `version`.
-    pub(crate) fn of(version: Option<&ProtocolVersion>) -> Era {
+    pub fn of(version: Option<&ProtocolVersion>) -> Era {
         match version {
             Some(v) if v.as_str() >= ProtocolVersion::V_2026_07_28.as_str() => Era::Stateless,
             _ => Era::Session,
@@ -104,12 +61,13 @@ impl Era {
 }
 
 #[derive(Debug)]
-pub(crate) struct Connection {
-    pub(crate) config: UpstreamConfig,
-    pub(crate) relay: Arc<Relay>,
+pub struct Connection {
+    pub config: UpstreamConfig,
+    pub relay: Arc<Relay>,
     timeout: Duration,
-    /// The demo bank keeps its balances across reconnections.
-    demo: DemoBank,
+    /// The server of an in-process upstream (`transport = "demo"`), the same across
+    /// reconnections (the demo bank keeps its balances).
+    in_process: Option<Arc<dyn InProcess>>,
     running: Mutex<Option<Running>>,
     /// The 2026-07-28 connection of a Streamable HTTP upstream (others use `running` for both).
     stateless: Mutex<Option<Running>>,
@@ -119,10 +77,11 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    pub(crate) fn new(
+    pub fn new(
         config: UpstreamConfig,
         timeout: Duration,
         listeners: Arc<super::listeners::Listeners>,
+        in_process: Option<Arc<dyn InProcess>>,
     ) -> Connection {
         let direct = match &config.transport {
             UpstreamTransport::Http { url, headers } => {
@@ -137,14 +96,14 @@ impl Connection {
             config,
             relay: Arc::new(Relay::new(listeners)),
             timeout,
-            demo: DemoBank::default(),
+            in_process,
             running: Mutex::new(None),
             stateless: Mutex::new(None),
             direct,
         }
     }
 
-    pub(crate) fn name(&self) -> &str {
+    pub fn name(&self) -> &str {
         &self.config.name
     }
 
@@ -159,19 +118,19 @@ impl Connection {
 
     /// Whether 2026-07-28 requests have a connection of their own (a Streamable HTTP
     /// upstream's), rather than sharing the session (stdio, the demo bank).
-    pub(crate) fn has_stateless_connection(&self) -> bool {
+    pub fn has_stateless_connection(&self) -> bool {
         self.slot(Era::Stateless).1 == Era::Stateless
     }
 
     /// Whether a live connection is held now (in either era). One being opened counts as not.
-    pub(crate) fn is_connected(&self) -> bool {
+    pub fn is_connected(&self) -> bool {
         [&self.running, &self.stateless].into_iter().any(|slot| {
             slot.try_lock()
                 .is_ok_and(|held| held.as_ref().is_some_and(|live| !live.is_closed()))
         })
     }
 
-    pub(crate) async fn peer(&self, era: Era) -> Result<Peer<RoleClient>, UpstreamError> {
+    pub async fn peer(&self, era: Era) -> Result<Peer<RoleClient>, UpstreamError> {
         let (slot, era) = self.slot(era);
         let mut running = slot.lock().await;
         if let Some(live) = running.as_ref()
@@ -205,14 +164,11 @@ impl Connection {
         };
         let running = match &self.config.transport {
             UpstreamTransport::Demo => {
+                let server = self.in_process.as_ref().ok_or_else(|| {
+                    unavailable("no in-process server was given for it".to_owned())
+                })?;
                 let (ours, theirs) = tokio::io::duplex(64 * 1024);
-                let bank = self.demo.clone();
-                tokio::spawn(async move {
-                    match bank.serve(theirs).await {
-                        Ok(server) => drop(server.waiting().await),
-                        Err(e) => tracing::error!(error = %e, "demo bank did not start"),
-                    }
-                });
+                server.serve(theirs);
                 client.serve(ours).await
             }
             UpstreamTransport::Stdio { command, args, env } => {
@@ -310,7 +266,7 @@ impl Connection {
     /// Calls a tool whose input schema is `schema` (when known) for a client (`ticket`), as
     /// [`Connection::send`] does; a stateless call that wants nothing but its answer is posted
     /// directly ([`Direct`]).
-    pub(crate) async fn call_tool(
+    pub async fn call_tool(
         &self,
         era: Era,
         cancel: &tokio_util::sync::CancellationToken,
@@ -346,7 +302,7 @@ impl Connection {
 
     /// Sends one request whose progress the client follows (`ticket`), bounded by the timeout and
     /// the client's cancellation; either one cancels the request upstream too.
-    pub(crate) async fn send(
+    pub async fn send(
         &self,
         era: Era,
         cancel: &tokio_util::sync::CancellationToken,
@@ -414,7 +370,7 @@ impl Connection {
 
     /// Runs one request against the upstream, bounded by the timeout and the client's
     /// cancellation. A dropped connection is reported, and reopened on the next use.
-    pub(crate) async fn request<T, F, Fut>(
+    pub async fn request<T, F, Fut>(
         &self,
         era: Era,
         cancel: &tokio_util::sync::CancellationToken,

@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use undolog_interceptors::Phase;
 
-use crate::interceptors::Interceptors;
+use crate::hooks::RelayChain;
 
 use rmcp::{
     ClientHandler, ErrorData, Peer, RoleClient, RoleServer,
@@ -48,10 +48,10 @@ use rmcp::{
 
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    listeners::{Change, ListenerId, Listeners},
-    stream_origin::RELATED_REQUEST,
-};
+use super::listeners::{Change, ListenerId, Listeners};
+
+/// Where a notification's request id is written (by [`super::stream_origin`]).
+pub(crate) const RELATED_REQUEST: &str = "io.undolog/related-request";
 
 mod upstream_client;
 pub(crate) use upstream_client::UpstreamClient;
@@ -59,21 +59,21 @@ pub(crate) use upstream_client::UpstreamClient;
 /// One client request, as a relayed message addresses it: the client's connection and the
 /// request's JSON-RPC id there.
 #[derive(Debug, Clone)]
-pub(crate) struct Requester {
+pub struct Requester {
     /// Where messages for the request go; `None` for a request that takes none while it runs
     /// (a stateless request that asked for neither progress nor log messages, answered with its
     /// result alone): what an upstream sends for it is dropped, never given to another client.
-    pub(crate) peer: Option<Peer<RoleServer>>,
+    pub peer: Option<Peer<RoleServer>>,
     /// The protocol revision the request speaks: its own (2026-07-28), or its session's.
-    pub(crate) protocol_version: Option<ProtocolVersion>,
+    pub protocol_version: Option<ProtocolVersion>,
     /// Tells client connections apart (the peers of one connection cannot be compared).
-    pub(crate) connection: u64,
-    pub(crate) request: RequestId,
+    pub connection: u64,
+    pub request: RequestId,
 }
 
 impl Requester {
     /// A number for a new client connection.
-    pub(crate) fn next_connection() -> u64 {
+    pub fn next_connection() -> u64 {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         NEXT.fetch_add(1, Ordering::Relaxed)
     }
@@ -82,7 +82,7 @@ impl Requester {
     /// compensation, a task followed in the background. It is in flight all the same, as a
     /// connection of its own, so that what the upstream sends meanwhile is never taken for
     /// another client's; what is tied to it is refused to the upstream.
-    pub(crate) fn unattended() -> Requester {
+    pub fn unattended() -> Requester {
         Requester {
             peer: None,
             protocol_version: None,
@@ -94,15 +94,15 @@ impl Requester {
 
 /// The clients waiting on one upstream.
 #[derive(Debug, Default)]
-pub(crate) struct Relay {
+pub struct Relay {
     next: AtomicU64,
     in_flight: Mutex<BTreeMap<u64, InFlight>>,
     /// The gateway's interceptor chain, set once it has started.
-    interceptors: OnceLock<Arc<Interceptors>>,
+    interceptors: OnceLock<Arc<dyn RelayChain>>,
     /// Resource URI → the clients subscribed to it through this upstream.
     subscribers: Mutex<BTreeMap<String, Vec<Subscriber>>>,
     /// The gateway's client listen streams (2026-07-28), which hear of every upstream change.
-    pub(crate) listeners: Arc<Listeners>,
+    pub listeners: Arc<Listeners>,
     /// Told whenever a client request is tied to its upstream request ([`Ticket::bind`]).
     bound: tokio::sync::Notify,
 }
@@ -114,7 +114,7 @@ const BIND_WAIT: Duration = Duration::from_secs(1);
 
 /// A client subscribed to a resource's updates.
 #[derive(Debug, Clone)]
-pub(crate) enum Subscriber {
+pub enum Subscriber {
     /// A 2025-11-25 client that sent `resources/subscribe`: updates go to its session.
     Session(Peer<RoleServer>),
     /// A 2026-07-28 listen stream that named the resource: updates reach it through
@@ -144,7 +144,7 @@ struct InFlight {
 
 /// Registered while a client's request is forwarded; dropping it forgets the request.
 #[derive(Debug)]
-pub(crate) struct Ticket {
+pub struct Ticket {
     relay: Arc<Relay>,
     id: u64,
 }
@@ -158,7 +158,7 @@ impl Drop for Ticket {
 impl Ticket {
     /// Whether the client request takes messages while it runs (progress, log messages,
     /// requests): else nothing of what the upstream sends meanwhile reaches anyone.
-    pub(crate) fn takes_messages(&self) -> bool {
+    pub fn takes_messages(&self) -> bool {
         let in_flight = self.relay.lock();
         in_flight
             .get(&self.id)
@@ -166,7 +166,7 @@ impl Ticket {
     }
 
     /// Ties the upstream request (its id and progress token) to this client request.
-    pub(crate) fn bind(&self, upstream_request: RequestId, upstream_token: ProgressToken) {
+    pub fn bind(&self, upstream_request: RequestId, upstream_token: ProgressToken) {
         if let Some(f) = self.relay.lock().get_mut(&self.id) {
             f.upstream_request = Some(upstream_request);
             f.upstream_token = Some(upstream_token);
@@ -176,7 +176,7 @@ impl Ticket {
 }
 
 impl Relay {
-    pub(crate) fn new(listeners: Arc<Listeners>) -> Relay {
+    pub fn new(listeners: Arc<Listeners>) -> Relay {
         Relay {
             listeners,
             ..Relay::default()
@@ -189,7 +189,7 @@ impl Relay {
 
     /// Notes that `requester` waits on this upstream; `meta` is its request's `_meta`, whose
     /// progress token (if any) its progress is sent under.
-    pub(crate) fn register(
+    pub fn register(
         self: &Arc<Self>,
         requester: Requester,
         meta: Option<&RequestMetaObject>,
@@ -208,27 +208,37 @@ impl Relay {
         }
     }
 
-    /// Run what this upstream sends to clients, and their answers, through `interceptors`.
-    pub(crate) fn use_interceptors(&self, interceptors: Arc<Interceptors>) {
-        let _ = self.interceptors.set(interceptors);
+    /// Run what this upstream sends to clients, and their answers, through `chain`.
+    pub fn use_interceptors(&self, chain: Arc<dyn RelayChain>) {
+        let _ = self.interceptors.set(chain);
     }
 
-    /// One relayed message through the chain (unchanged when there is none).
+    /// One relayed message through the chain (unchanged when there is none); the value the
+    /// chain let through, typed again.
     async fn intercepted<T: serde::Serialize + serde::de::DeserializeOwned>(
         &self,
         event: &str,
         phase: Phase,
         value: T,
     ) -> Result<T, ErrorData> {
-        match self.interceptors.get() {
-            Some(chain) => chain.relayed(event, phase, value).await,
-            None => Ok(value),
-        }
+        let Some(chain) = self.interceptors.get() else {
+            return Ok(value);
+        };
+        let payload = serde_json::to_value(&value).map_err(|e| {
+            ErrorData::internal_error(format!("cannot intercept {event}: {e}"), None)
+        })?;
+        let payload = chain.relayed(event, phase, payload).await?;
+        serde_json::from_value(payload).map_err(|e| {
+            ErrorData::internal_error(
+                format!("{event} blocked by interceptors: a mutator made it unreadable ({e}); fix the mutator"),
+                None,
+            )
+        })
     }
 
     /// Notes that `client` subscribed to `uri`; `true` when it is the first live subscriber, so
     /// the upstream subscription is to be made.
-    pub(crate) fn subscribe(&self, uri: &str, client: Subscriber) -> bool {
+    pub fn subscribe(&self, uri: &str, client: Subscriber) -> bool {
         let mut subscribers = self.subscribers.lock().expect("relay lock");
         let list = subscribers.entry(uri.to_owned()).or_default();
         list.retain(|s| !s.gone());
@@ -239,7 +249,7 @@ impl Relay {
     /// Forgets the subscriptions to `uri` of clients that are gone, and, the client having
     /// asked, one session's still there (the peers of one session cannot be told apart); `true`
     /// when none is left, so the upstream subscription is to be dropped.
-    pub(crate) fn unsubscribe(&self, uri: &str) -> bool {
+    pub fn unsubscribe(&self, uri: &str) -> bool {
         self.forget(uri, |list| {
             if let Some(last) = list
                 .iter()
@@ -251,7 +261,7 @@ impl Relay {
     }
 
     /// Forgets listen stream `id`'s subscription to `uri`; `true` when none is left.
-    pub(crate) fn unsubscribe_listener(&self, uri: &str, id: ListenerId) -> bool {
+    pub fn unsubscribe_listener(&self, uri: &str, id: ListenerId) -> bool {
         self.forget(uri, |list| {
             list.retain(|s| !matches!(s, Subscriber::Listen(other, _) if *other == id));
         })
@@ -276,7 +286,7 @@ impl Relay {
     /// notifications to their handlers concurrently, which would reorder them and let some
     /// arrive after the call ended). `true` when the relay took it: the stream need not pass it
     /// on. Anything else, or a message it cannot place, is left to the handlers.
-    pub(crate) async fn relay_in_order(&self, message: &Value) -> bool {
+    pub async fn relay_in_order(&self, message: &Value) -> bool {
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         match message.get("method").and_then(Value::as_str) {
             Some("notifications/progress") => {

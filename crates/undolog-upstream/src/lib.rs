@@ -7,11 +7,18 @@
 //! offer different tools per revision (a 2026-07-28 client sees and reaches what the upstream
 //! offers at 2026-07-28); an upstream that speaks one era (stdio, or HTTP answering only the
 //! handshake) is listed once and served to both.
+//!
+//! It holds the connections to the upstreams, their catalogs per era, and the relay that
+//! carries what an upstream sends back to the client it is for. It knows MCP and the upstreams'
+//! configuration, and nothing of the engine, interceptors or the gateway's surfaces: what the
+//! layer above adds comes in through two hooks, [`RelayChain`] and [`InProcess`].
 
 mod cache_hint;
 mod call_answer;
 mod connection;
 mod direct;
+mod error;
+mod hooks;
 mod listeners;
 mod post;
 mod relay;
@@ -30,21 +37,29 @@ use std::{
 use rmcp::model::{Prompt, Resource, Tool};
 use tokio::sync::RwLock;
 
-pub(crate) use cache_hint::CacheHint;
-pub(crate) use connection::{Connection, Era, UpstreamError};
-pub(crate) use listeners::{ListenerId, Listeners};
-pub(crate) use relay::{Requester, Subscriber};
+pub use cache_hint::CacheHint;
+pub use connection::{Connection, Era};
+pub use error::UpstreamError;
+pub use listeners::{ListenerId, Listeners};
+pub use relay::{Requester, Subscriber};
 
-use crate::config::UpstreamConfig;
+use undolog_config::UpstreamConfig;
+
+pub use hooks::{Answer, InProcess, RelayChain};
+
+/// Who the gateway is to its upstreams, as its MCP client says it too.
+fn gateway_info() -> rmcp::model::Implementation {
+    rmcp::model::Implementation::new("undolog-gateway", env!("CARGO_PKG_VERSION"))
+}
 
 /// Where an exposed name lives upstream.
 #[derive(Debug, Clone)]
-pub(crate) struct Route<T> {
-    pub(crate) upstream: usize,
+pub struct Route<T> {
+    pub upstream: usize,
     /// The name the upstream knows it by.
-    pub(crate) name: String,
+    pub name: String,
     /// The item as clients see it, under its exposed name.
-    pub(crate) item: T,
+    pub item: T,
 }
 
 #[derive(Debug)]
@@ -108,7 +123,7 @@ pub struct UpstreamStatus {
 
 /// Every upstream, and the merged view of what they offer.
 #[derive(Debug)]
-pub(crate) struct Upstreams {
+pub struct Upstreams {
     connections: Vec<Arc<Connection>>,
     separator: String,
     catalogs: RwLock<Catalogs>,
@@ -119,7 +134,7 @@ pub(crate) struct Upstreams {
     miss_listings: AtomicU64,
     miss_listing: tokio::sync::Mutex<()>,
     /// The client listen streams every upstream change goes to.
-    pub(crate) listeners: Arc<Listeners>,
+    pub listeners: Arc<Listeners>,
     /// Ends the standing upstream listens when the gateway goes.
     watching: tokio_util::sync::CancellationToken,
 }
@@ -133,16 +148,25 @@ impl Drop for Upstreams {
 impl Upstreams {
     /// Connects to every upstream and reads their tools. An upstream that is down is logged and
     /// tried again later; the others serve meanwhile.
-    pub(crate) async fn start(
+    pub async fn start(
         configs: &[UpstreamConfig],
         separator: &str,
         timeout: Duration,
+        in_process: &dyn Fn(&UpstreamConfig) -> Option<Arc<dyn InProcess>>,
     ) -> Upstreams {
         let listeners = Arc::new(Listeners::default());
         let upstreams = Upstreams {
             connections: configs
                 .iter()
-                .map(|c| Arc::new(Connection::new(c.clone(), timeout, listeners.clone())))
+                .map(|c| {
+                    let server = in_process(c);
+                    Arc::new(Connection::new(
+                        c.clone(),
+                        timeout,
+                        listeners.clone(),
+                        server,
+                    ))
+                })
                 .collect(),
             separator: separator.to_owned(),
             catalogs: RwLock::default(),
@@ -156,7 +180,7 @@ impl Upstreams {
         // A 2026-07-28 upstream tells of list changes only on a listen stream: keep one open.
         for conn in &upstreams.connections {
             if conn.has_stateless_connection() {
-                tokio::spawn(listeners::watch(
+                tokio::spawn(connection::watch(
                     conn.clone(),
                     upstreams.listeners.clone(),
                     upstreams.watching.clone(),
@@ -166,22 +190,22 @@ impl Upstreams {
         upstreams
     }
 
-    pub(crate) fn connection(&self, index: usize) -> &Arc<Connection> {
+    pub fn connection(&self, index: usize) -> &Arc<Connection> {
         &self.connections[index]
     }
 
     /// How each upstream answered the last listing, in configuration order.
-    pub(crate) fn statuses(&self) -> Vec<UpstreamStatus> {
+    pub fn statuses(&self) -> Vec<UpstreamStatus> {
         self.statuses.lock().expect("statuses lock").clone()
     }
 
-    pub(crate) fn connections(&self) -> &[Arc<Connection>] {
+    pub fn connections(&self) -> &[Arc<Connection>] {
         &self.connections
     }
 
     /// Reads every upstream's tools and prompts again, in each era. An upstream that cannot
     /// answer keeps what it listed before.
-    pub(crate) async fn refresh(&self) {
+    pub async fn refresh(&self) {
         let mut session = Vec::with_capacity(self.connections.len());
         let mut stateless = Vec::with_capacity(self.connections.len());
         let mut statuses = Vec::with_capacity(self.connections.len());
@@ -290,12 +314,12 @@ impl Upstreams {
     }
 
     /// The tools a client of `era` sees.
-    pub(crate) async fn tools(&self, era: Era) -> Vec<Route<Tool>> {
+    pub async fn tools(&self, era: Era) -> Vec<Route<Tool>> {
         self.tools_with_hint(era).await.0
     }
 
     /// The tools a client of `era` sees, and how long it may cache their list.
-    pub(crate) async fn tools_with_hint(&self, era: Era) -> (Vec<Route<Tool>>, CacheHint) {
+    pub async fn tools_with_hint(&self, era: Era) -> (Vec<Route<Tool>>, CacheHint) {
         let catalogs = self.catalogs.read().await;
         let catalog = catalogs.of(era);
         (
@@ -305,7 +329,7 @@ impl Upstreams {
     }
 
     /// The prompts a client of `era` sees, and how long it may cache their list.
-    pub(crate) async fn prompts_with_hint(&self, era: Era) -> (Vec<Route<Prompt>>, CacheHint) {
+    pub async fn prompts_with_hint(&self, era: Era) -> (Vec<Route<Prompt>>, CacheHint) {
         let catalogs = self.catalogs.read().await;
         let catalog = catalogs.of(era);
         (
@@ -318,11 +342,7 @@ impl Upstreams {
     /// (one listing for the misses around it). Not found: the names of the upstreams that could
     /// offer it but have never listed their tools (they were down from the start), empty when
     /// every upstream has listed.
-    pub(crate) async fn tool(
-        &self,
-        era: Era,
-        exposed: &str,
-    ) -> Result<Arc<Route<Tool>>, Vec<String>> {
+    pub async fn tool(&self, era: Era, exposed: &str) -> Result<Arc<Route<Tool>>, Vec<String>> {
         if let Some(route) = self.catalogs.read().await.of(era).tools.get(exposed) {
             return Ok(route.clone());
         }
@@ -348,7 +368,7 @@ impl Upstreams {
             .collect())
     }
 
-    pub(crate) async fn prompt(&self, era: Era, exposed: &str) -> Option<Route<Prompt>> {
+    pub async fn prompt(&self, era: Era, exposed: &str) -> Option<Route<Prompt>> {
         if let Some(route) = self.catalogs.read().await.of(era).prompts.get(exposed) {
             return Some(route.clone());
         }
@@ -363,7 +383,7 @@ impl Upstreams {
     }
 
     /// Remembers which upstream listed which resources, for routing reads.
-    pub(crate) async fn note_resources(&self, index: usize, resources: &[Resource]) {
+    pub async fn note_resources(&self, index: usize, resources: &[Resource]) {
         let mut catalogs = self.catalogs.write().await;
         for r in resources {
             catalogs.resources.entry(r.uri.clone()).or_insert(index);
@@ -371,7 +391,7 @@ impl Upstreams {
     }
 
     /// The upstreams to ask for a resource: the one that listed it, else all in order.
-    pub(crate) async fn resource_candidates(&self, uri: &str) -> Vec<usize> {
+    pub async fn resource_candidates(&self, uri: &str) -> Vec<usize> {
         match self.catalogs.read().await.resources.get(uri) {
             Some(index) => vec![*index],
             None => (0..self.connections.len()).collect(),

@@ -10,7 +10,7 @@
 
 use std::{io, time::Duration};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use futures::{StreamExt as _, TryStreamExt as _, stream::BoxStream};
 use http::{HeaderMap, Method, StatusCode, Uri, header};
 use http_body_util::{BodyDataStream, Full};

@@ -5,31 +5,25 @@
 //!
 //! Changes come from every upstream: over its session (2025-11-25 notifications, and
 //! `resources/subscribe` for the URIs a stream asks for), and over its stateless connection
-//! through a standing upstream `subscriptions/listen` (see [`watch`]).
+//! through a standing upstream `subscriptions/listen` (see `connection::watch`).
 
-use std::{
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
+use std::sync::{
+    Mutex,
+    atomic::{AtomicU64, Ordering},
 };
 
 use rmcp::{
     Peer, RoleServer,
     model::{
         NotificationNoParam, ResourceUpdatedNotification, ResourceUpdatedNotificationParam,
-        ServerNotification, SubscriptionFilter,
+        ServerNotification,
     },
     service::{SubscriptionSendError, SubscriptionSink},
 };
-use tokio_util::sync::CancellationToken;
-
-use super::{Connection, Era};
 
 /// What changed upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Change {
+pub enum Change {
     Tools,
     Prompts,
     Resources,
@@ -39,7 +33,7 @@ pub(crate) enum Change {
 
 impl Change {
     /// The change an upstream's notification reports, if it reports one.
-    pub(crate) fn of(notification: &ServerNotification) -> Option<Change> {
+    pub fn of(notification: &ServerNotification) -> Option<Change> {
         Some(match notification {
             ServerNotification::ToolListChangedNotification(_) => Change::Tools,
             ServerNotification::PromptListChangedNotification(_) => Change::Prompts,
@@ -71,12 +65,12 @@ impl Change {
 }
 
 /// Tells one client listen stream from the others.
-pub(crate) type ListenerId = u64;
+pub type ListenerId = u64;
 
 /// Every client listen stream open on this gateway, and every 2025-11-25 session (which hears
 /// of list changes on its own stream).
 #[derive(Debug, Default)]
-pub(crate) struct Listeners {
+pub struct Listeners {
     next: AtomicU64,
     streams: Mutex<Vec<(ListenerId, SubscriptionSink)>>,
     sessions: Mutex<Vec<Peer<RoleServer>>>,
@@ -84,18 +78,18 @@ pub(crate) struct Listeners {
 
 impl Listeners {
     /// Adds a stream; it is dropped by [`Listeners::remove`] or once it is found closed.
-    pub(crate) fn add(&self, sink: SubscriptionSink) -> ListenerId {
+    pub fn add(&self, sink: SubscriptionSink) -> ListenerId {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.lock().push((id, sink));
         id
     }
 
-    pub(crate) fn remove(&self, id: ListenerId) {
+    pub fn remove(&self, id: ListenerId) {
         self.lock().retain(|(other, _)| *other != id);
     }
 
     /// Adds a 2025-11-25 session (once it is initialized); it is dropped once it is closed.
-    pub(crate) fn add_session(&self, peer: Peer<RoleServer>) {
+    pub fn add_session(&self, peer: Peer<RoleServer>) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.retain(|p| !p.is_transport_closed());
         sessions.push(peer);
@@ -103,7 +97,7 @@ impl Listeners {
 
     /// Sends `change` to every stream whose filter takes it, and a list change to every
     /// session too (a session's resource updates go to it as a subscriber, not from here).
-    pub(crate) async fn broadcast(&self, change: &Change) {
+    pub async fn broadcast(&self, change: &Change) {
         let streams: Vec<(ListenerId, SubscriptionSink)> = self.lock().clone();
         let notification = change.notification();
         if !matches!(change, Change::Resource(_)) {
@@ -129,50 +123,5 @@ impl Listeners {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(ListenerId, SubscriptionSink)>> {
         self.streams.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// How long a broken upstream listen waits before it listens again.
-const RELISTEN_AFTER: Duration = Duration::from_secs(1);
-
-/// Keeps a `subscriptions/listen` open on `conn`'s stateless connection for its list changes
-/// (2026-07-28 servers send them nowhere else) and hands each to `listeners`, until `stop`.
-/// A stream that ends is opened again.
-pub(crate) async fn watch(
-    conn: Arc<Connection>,
-    listeners: Arc<Listeners>,
-    stop: CancellationToken,
-) {
-    let filter = SubscriptionFilter::builder()
-        .tools_list_changed()
-        .prompts_list_changed()
-        .resources_list_changed()
-        .build();
-    while !stop.is_cancelled() {
-        let listened = async {
-            let peer = conn.peer(Era::Stateless).await.map_err(|e| e.to_string())?;
-            let mut subscription = peer
-                .listen(filter.clone())
-                .await
-                .map_err(|e| e.to_string())?;
-            while let Some(notification) = subscription.next().await.map_err(|e| e.to_string())? {
-                if let Some(change) = Change::of(&notification) {
-                    listeners.broadcast(&change).await;
-                }
-            }
-            Ok::<(), String>(())
-        };
-        tokio::select! {
-            () = stop.cancelled() => return,
-            ended = listened => {
-                if let Err(e) = ended {
-                    tracing::debug!(upstream = %conn.name(), error = %e, "upstream listen ended");
-                }
-            }
-        }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(RELISTEN_AFTER) => {}
-        }
     }
 }

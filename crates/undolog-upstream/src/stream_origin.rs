@@ -23,10 +23,7 @@ use rmcp::{
 use serde_json::{Map, Value};
 use sse_stream::Sse;
 
-use super::relay::Relay;
-
-/// Where a notification's request id is written.
-pub(crate) const RELATED_REQUEST: &str = "io.undolog/related-request";
+use super::relay::{RELATED_REQUEST, Relay};
 
 /// reqwest's Streamable HTTP client, marking notifications with the request they came with, and
 /// handing progress and log messages to the relay in the order the stream carries them.

@@ -16,7 +16,7 @@ use super::{Era, ListenerId, Subscriber, Upstreams};
 impl Upstreams {
     /// Subscribes `subscriber` to `uri` at the upstream that has it (the first of the
     /// candidates that accepts), over `era`'s connection.
-    pub(crate) async fn subscribe(
+    pub async fn subscribe(
         &self,
         uri: &str,
         subscriber: Subscriber,
@@ -55,7 +55,7 @@ impl Upstreams {
 
     /// Drops a subscription to `uri`: listen stream `listener`'s, or (`None`) one 2025-11-25
     /// session's; the upstream is told when nobody is left.
-    pub(crate) async fn unsubscribe(&self, uri: &str, listener: Option<ListenerId>, era: Era) {
+    pub async fn unsubscribe(&self, uri: &str, listener: Option<ListenerId>, era: Era) {
         let never = CancellationToken::new();
         for index in self.resource_candidates(uri).await {
             let conn = self.connection(index);

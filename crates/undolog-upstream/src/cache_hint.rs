@@ -6,20 +6,20 @@
 use rmcp::{model::CacheScope, service::MergedList};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CacheHint {
+pub struct CacheHint {
     ttl_ms: Option<u64>,
     scope: Option<CacheScope>,
 }
 
 impl CacheHint {
     /// Nothing is known: not to be cached.
-    pub(crate) const UNKNOWN: CacheHint = CacheHint {
+    pub const UNKNOWN: CacheHint = CacheHint {
         ttl_ms: None,
         scope: None,
     };
 
     /// The hint of one upstream's list, all its pages merged.
-    pub(crate) fn of<T>(list: &MergedList<T>) -> CacheHint {
+    pub fn of<T>(list: &MergedList<T>) -> CacheHint {
         CacheHint {
             ttl_ms: list.ttl_ms,
             scope: list.cache_scope,
@@ -27,7 +27,7 @@ impl CacheHint {
     }
 
     /// The hint of a list made of `parts` (an empty one has nothing to cache).
-    pub(crate) fn merged(parts: impl IntoIterator<Item = CacheHint>) -> CacheHint {
+    pub fn merged(parts: impl IntoIterator<Item = CacheHint>) -> CacheHint {
         parts
             .into_iter()
             .reduce(|a, b| CacheHint {
@@ -44,7 +44,7 @@ impl CacheHint {
     }
 
     /// How long a client may keep the list (0: not at all).
-    pub(crate) fn ttl_ms(self) -> u64 {
+    pub fn ttl_ms(self) -> u64 {
         match self.scope {
             Some(_) => self.ttl_ms.unwrap_or(0),
             None => 0,
@@ -52,7 +52,7 @@ impl CacheHint {
     }
 
     /// Who may share a cached copy (private unless every part said public).
-    pub(crate) fn scope(self) -> CacheScope {
+    pub fn scope(self) -> CacheScope {
         match (self.ttl_ms, self.scope) {
             (Some(_), Some(CacheScope::Public)) => CacheScope::Public,
             _ => CacheScope::Private,

@@ -19,20 +19,20 @@ use std::{
     time::Duration,
 };
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use futures::{FutureExt as _, StreamExt as _, stream::BoxStream};
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 use hyper_util::client::proxy::matcher::Matcher;
 use rmcp::model::{
-    CallToolRequestParams, Implementation, JsonObject, ProtocolVersion, RequestId,
-    RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+    CallToolRequestParams, JsonObject, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerResult,
 };
 use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    UpstreamError,
+    error::UpstreamError,
     post::{Answer, Failed, Poster},
 };
 
@@ -212,7 +212,7 @@ fn request_body(id: &RequestId, posted: &mut Posted<'_>) -> serde_json::Result<V
     let params = &mut posted.params;
     let meta = params.meta.get_or_insert_with(RequestMetaObject::default);
     meta.set_protocol_version(posted.version.clone());
-    meta.set_client_info(gateway_info());
+    meta.set_client_info(crate::gateway_info());
     meta.extend(posted.client_meta.clone());
     serde_json::to_vec(&Request {
         jsonrpc: "2.0",
@@ -220,11 +220,6 @@ fn request_body(id: &RequestId, posted: &mut Posted<'_>) -> serde_json::Result<V
         method: "tools/call",
         params,
     })
-}
-
-/// Who the gateway is to its upstreams, as its MCP client says it too.
-pub(super) fn gateway_info() -> Implementation {
-    Implementation::new("undolog-gateway", env!("CARGO_PKG_VERSION"))
 }
 
 /// The answer on an event stream: the first response or error to this request. What the

@@ -37,8 +37,8 @@ async fn ask(requester: &Requester, mut request: ServerRequest) -> Result<Client
 /// The gateway's side of an upstream connection: an MCP client that relays back to clients.
 #[derive(Debug, Clone)]
 pub(crate) struct UpstreamClient {
-    pub(crate) relay: Arc<Relay>,
-    pub(crate) upstream: String,
+    pub relay: Arc<Relay>,
+    pub upstream: String,
 }
 
 /// The answer to a request no client request can be tied to: refused, never guessed.
@@ -76,7 +76,7 @@ impl ClientHandler for UpstreamClient {
                 .enable_sampling()
                 .enable_elicitation()
                 .build(),
-            crate::upstream::direct::gateway_info(),
+            crate::gateway_info(),
         )
     }
 
