@@ -23,11 +23,13 @@ pub struct Gateway {
     pub(crate) interceptors: Arc<crate::interceptors::Interceptors>,
     /// `None` in front of a remote engine, which holds the store.
     pub(crate) store: Option<Arc<dyn Store>>,
-    pub(crate) key_cache: crate::auth::KeyCache,
+    pub(crate) key_cache: undolog_identity::KeyCache,
     /// The calls this gateway runs as tasks.
     pub(crate) tasks: crate::tasks::Tasks,
     /// The authorization server whose tokens it takes, when `[oauth]` is configured.
     pub(crate) oauth: Option<crate::oauth::OAuth>,
+    /// The dashboard's sign-ins through it, in progress and signed in.
+    pub(crate) logins: crate::sign_in::Logins,
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     pub(crate) traces: crate::traces::Traces,
     /// Tells people of held calls (`[[notify]]`) and checks the links it sent.
@@ -109,12 +111,13 @@ impl Gateway {
             traces,
             metrics,
             oauth,
+            logins: crate::sign_in::Logins::default(),
             config,
             engine,
             upstreams,
             interceptors,
             store,
-            key_cache: crate::auth::KeyCache::default(),
+            key_cache: undolog_identity::KeyCache::default(),
             tasks: crate::tasks::Tasks::default(),
         }))
     }
@@ -208,7 +211,7 @@ pub async fn serve_http(
     let header_timeout = gateway.config.limits.header_timeout;
     let router = http::router(gateway, addr, cancel.clone());
     tracing::info!(%addr, "undolog gateway listening; MCP at http://{addr}/mcp");
-    http::server::serve(listener, router, header_timeout, async move {
+    undolog_http_edge::server::serve(listener, router, header_timeout, async move {
         shutdown.await;
         cancel.cancel();
     })

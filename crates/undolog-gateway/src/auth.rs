@@ -1,6 +1,7 @@
-//! Credentials: API keys per org, stored as BLAKE3 hashes, sent as `Authorization: Bearer`; with
-//! `[oauth]`, also the authorization server's access tokens ([`crate::oauth`]) and the
-//! dashboard's sign-in cookie.
+//! Taking credentials on HTTP (and, for a gateway in front of a remote engine, asking it whose
+//! they are): API keys per org, sent as `Authorization: Bearer`; with `[oauth]`, also the
+//! authorization server's access tokens ([`undolog_identity::oauth`]) and the dashboard's sign-in
+//! cookie ([`crate::sign_in`]). What a credential proves is [`undolog_identity`]'s.
 //!
 //! With no key in the store the gateway is in open mode: it serves org `default` to the local
 //! operator, with every right, and only on a loopback address (start-up refuses anything else;
@@ -9,194 +10,27 @@
 //! name the org, but only to agree with it. A revoked key stops working within
 //! [`KEY_CACHE_TTL`].
 
-use std::{
-    collections::HashMap,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::{Duration, Instant},
-};
+use std::sync::Arc;
 
+use axum::Json;
 use axum::{
     extract::{Request, State},
     http::{HeaderMap, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use rand::RngCore;
-use undolog_store::{ApiKey, Store};
-use undolog_types::{OrgId, Role, Timestamp};
+use serde_json::json;
+use undolog_identity::{
+    Credential, KEY_PREFIX, Presented, Principal, hash,
+    oauth::{Challenge, Refusal},
+};
+use undolog_types::Role;
 
 use crate::{
     Error, Gateway,
     engine_link::EngineLink,
-    grpc::client::{Presented, RemoteEngine, presenting},
-    oauth::Challenge,
+    grpc::client::{RemoteEngine, presenting},
 };
-
-/// Who a request acts for: its org, what its role allows, and what proved it. Two are the same
-/// principal when these agree, whatever text the client presented (a renewed token is still its
-/// subject).
-#[derive(Debug, Clone)]
-pub struct Principal {
-    pub org: OrgId,
-    pub role: Role,
-    pub credential: Credential,
-    /// What the client sent, for a gateway in front of a remote engine to pass on.
-    pub(crate) presented: Presented,
-}
-
-impl PartialEq for Principal {
-    fn eq(&self, other: &Principal) -> bool {
-        (&self.org, self.role, &self.credential) == (&other.org, other.role, &other.credential)
-    }
-}
-
-impl Eq for Principal {}
-
-/// What proved a [`Principal`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Credential {
-    /// Nothing: open mode's local operator, or the stdio client.
-    Local,
-    /// One of this gateway's API keys.
-    ApiKey { id: String },
-    /// An access token of the configured authorization server, for this subject (`sub`).
-    Token { subject: String },
-}
-
-impl Principal {
-    /// Open mode's only principal: the person at this machine, with every right.
-    pub fn open() -> Principal {
-        Principal {
-            org: OrgId::new("default").expect("a valid org name"),
-            role: Role::Admin,
-            credential: Credential::Local,
-            presented: Presented::default(),
-        }
-    }
-
-    /// The MCP client of `undolog stdio` (a desktop agent): it calls tools, in org `default`.
-    pub fn stdio() -> Principal {
-        Principal {
-            role: Role::Agent,
-            ..Principal::open()
-        }
-    }
-
-    /// Who this is, as recorded with the calls it makes and the decisions it takes.
-    pub fn actor(&self) -> String {
-        match (&self.credential, self.role) {
-            (Credential::ApiKey { id }, _) => format!("api-key:{id}"),
-            (Credential::Token { subject }, _) => format!("oauth:{subject}"),
-            (Credential::Local, Role::Agent) => "stdio client".to_owned(),
-            (Credential::Local, _) => "local operator".to_owned(),
-        }
-    }
-
-    /// What this principal reads of its org's log: an agent, only the sessions that belong to
-    /// it (those it opened, its runs); an approver or an admin, the whole org.
-    pub fn reader(&self) -> undolog_engine::Reader {
-        match self.role {
-            Role::Agent => undolog_engine::Reader::Caller(self.actor()),
-            Role::Approver | Role::Admin => undolog_engine::Reader::Org,
-        }
-    }
-
-    /// The key that proved this principal, if a key did.
-    pub fn key_id(&self) -> Option<&str> {
-        match &self.credential {
-            Credential::ApiKey { id } => Some(id),
-            _ => None,
-        }
-    }
-
-    /// Whether this is open mode's local operator (the one person of a gateway without keys).
-    pub fn is_local_operator(&self) -> bool {
-        self.credential == Credential::Local && self.role == Role::Admin
-    }
-
-    /// Refuses (403) unless this principal's role includes `needed`; `action` says what was
-    /// asked, for the message.
-    pub(crate) fn require(&self, needed: Role, action: &str) -> Result<(), Error> {
-        if self.role.includes(needed) {
-            return Ok(());
-        }
-        let how = match self.credential {
-            Credential::Token { .. } => format!(
-                "sign in with a token that grants the {needed} role's scope (or use a key made \
-                 with `undolog keys create --org {} --role {needed}`)",
-                self.org
-            ),
-            _ => format!(
-                "use a key with that role (an admin makes one with `undolog keys create --org {} \
-                 --role {needed}`)",
-                self.org
-            ),
-        };
-        Err(Error::RoleMissing {
-            needed,
-            message: format!(
-                "{action} needs the {needed} role, and {} is an {}: {how}",
-                self.actor(),
-                self.role,
-            ),
-        })
-    }
-}
-
-/// How every API key begins; an access token never does.
-const KEY_PREFIX: &str = "ul_";
-
-/// A newly made key: the secret is shown once and never stored.
-#[derive(Debug)]
-pub struct NewKey {
-    pub id: String,
-    pub org: OrgId,
-    pub role: Role,
-    pub secret: String,
-}
-
-/// Makes a key for `org` with `role` and stores its hash.
-pub async fn create_key(
-    store: &dyn Store,
-    org: OrgId,
-    role: Role,
-    label: Option<String>,
-) -> Result<NewKey, Error> {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    let id = hex(&bytes[..4]);
-    let secret = format!("{KEY_PREFIX}{id}_{}", hex(&bytes[4..]));
-    let key = ApiKey {
-        id: id.clone(),
-        org: org.clone(),
-        hash: hash(&secret),
-        role,
-        label,
-        created_at: Timestamp::now(),
-        revoked_at: None,
-    };
-    store
-        .insert_api_key(&key)
-        .await
-        .map_err(|e| Error::Startup(format!("cannot store the key: {e}")))?;
-    Ok(NewKey {
-        id,
-        org,
-        role,
-        secret,
-    })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn hash(secret: &str) -> String {
-    blake3::hash(secret.as_bytes()).to_hex().to_string()
-}
 
 impl Gateway {
     /// Who is calling, from the request's headers.
@@ -261,14 +95,17 @@ impl Gateway {
                 Box::pin(oauth.principal(token))
                     .await
                     .map_err(|refusal| match refusal {
-                        crate::oauth::Refusal::Invalid(why) => Error::InvalidToken(why),
-                        crate::oauth::Refusal::NoRole(why) => Error::RoleMissing {
+                        Refusal::Invalid(why) => Error::InvalidToken(why),
+                        Refusal::NoRole(why) => Error::RoleMissing {
                             needed: Role::Agent,
                             message: why,
                         },
                     })?
             }
-            (Some(secret), _) => self.principal_of_key(secret).await?,
+            (Some(secret), _) => {
+                undolog_identity::key_principal(self.store.as_deref(), &self.key_cache, secret)
+                    .await?
+            }
             (None, _) if self.open_mode().await? => Principal::open(),
             (None, Some(oauth)) => {
                 return Err(Error::Unauthorized(format!(
@@ -284,43 +121,6 @@ impl Gateway {
                 ));
             }
         };
-        Ok(principal)
-    }
-
-    /// The org and role of a key. Known keys are remembered for [`KEY_CACHE_TTL`], so a request
-    /// costs no store read (and a revocation takes up to that long to reach this gateway); an
-    /// unknown or revoked key is looked up every time.
-    async fn principal_of_key(&self, secret: &str) -> Result<Principal, Error> {
-        let hash = hash(secret);
-        if let Some(principal) = self.key_cache.get(&hash) {
-            return Ok(principal);
-        }
-        let Some(store) = &self.store else {
-            return Err(Error::Unauthorized("this gateway keeps no keys".into()));
-        };
-        let key = store
-            .api_key_by_hash(&hash)
-            .await
-            .map_err(|e| Error::Engine(e.into()))?
-            .ok_or_else(|| {
-                Error::Unauthorized(
-                    "this API key is not known; create one with `undolog keys create --org NAME`"
-                        .into(),
-                )
-            })?;
-        if let Some(at) = key.revoked_at {
-            return Err(Error::Unauthorized(format!(
-                "this API key ({}) was revoked at {at}; ask an admin of org {} for a new one",
-                key.id, key.org
-            )));
-        }
-        let principal = Principal {
-            org: key.org,
-            role: key.role,
-            credential: Credential::ApiKey { id: key.id },
-            presented: Presented::default(),
-        };
-        self.key_cache.put(hash, principal.clone());
         Ok(principal)
     }
 
@@ -370,7 +170,7 @@ impl Gateway {
 /// `GET /events` also takes the key as `?access_token=<key>`, because a browser's `EventSource`
 /// cannot send headers; no other route does, so keys stay out of URLs everywhere else. A
 /// dashboard signed in through the authorization server sends its session cookie instead
-/// ([`crate::oauth::login`]).
+/// ([`crate::sign_in`]).
 pub(crate) async fn require_principal(
     State(gateway): State<Arc<Gateway>>,
     mut request: Request,
@@ -390,7 +190,10 @@ pub(crate) async fn require_principal(
             }
         }
         (None, Some(oauth)) if !request.headers().contains_key(header::AUTHORIZATION) => {
-            match oauth.logins.signed_in(request.method(), request.headers()) {
+            match gateway
+                .logins
+                .signed_in(request.method(), request.headers())
+            {
                 Some(signed_in) => signed_in,
                 None => gateway.authenticate(request.headers()).await,
             }
@@ -425,54 +228,6 @@ pub(crate) async fn require_principal(
     response
 }
 
-/// How long a verified key is trusted without asking the store again.
-pub(crate) const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
-
-/// How long "no key exists" is believed without asking the store again.
-pub(crate) const OPEN_MODE_RECHECK: Duration = Duration::from_secs(1);
-
-/// Verified keys, by hash, and whether any key exists.
-#[derive(Debug, Default)]
-pub(crate) struct KeyCache {
-    verified: Mutex<HashMap<String, (Principal, Instant)>>,
-    keys_exist: AtomicBool,
-    open_seen_at: Mutex<Option<Instant>>,
-}
-
-impl KeyCache {
-    fn get(&self, hash: &str) -> Option<Principal> {
-        let verified = self.verified.lock().expect("key cache lock");
-        verified
-            .get(hash)
-            .filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL)
-            .map(|(principal, _)| principal.clone())
-    }
-
-    fn put(&self, hash: String, principal: Principal) {
-        let mut verified = self.verified.lock().expect("key cache lock");
-        verified.retain(|_, (_, at)| at.elapsed() < KEY_CACHE_TTL);
-        verified.insert(hash, (principal, Instant::now()));
-        self.note_keys_exist();
-    }
-
-    fn keys_exist(&self) -> bool {
-        self.keys_exist.load(Ordering::Relaxed)
-    }
-
-    fn note_keys_exist(&self) {
-        self.keys_exist.store(true, Ordering::Relaxed);
-    }
-
-    fn recently_open(&self) -> bool {
-        let seen = self.open_seen_at.lock().expect("key cache lock");
-        seen.is_some_and(|at| at.elapsed() < OPEN_MODE_RECHECK)
-    }
-
-    fn note_open(&self) {
-        *self.open_seen_at.lock().expect("key cache lock") = Some(Instant::now());
-    }
-}
-
 /// The key in `?access_token=`, on `GET /events` only and only when no Authorization header is
 /// sent (the header wins).
 fn query_token(request: &Request) -> Option<String> {
@@ -495,12 +250,11 @@ pub(crate) async fn mode(State(gateway): State<Arc<Gateway>>, headers: HeaderMap
         .oauth
         .as_ref()
         .is_some_and(|o| o.settings.dashboard.is_some());
-    let signed_in = gateway.oauth.as_ref().is_some_and(|o| {
-        matches!(
-            o.logins.signed_in(&axum::http::Method::GET, &headers),
+    let signed_in = gateway.oauth.is_some()
+        && matches!(
+            gateway.logins.signed_in(&axum::http::Method::GET, &headers),
             Some(Ok(_))
-        )
-    });
+        );
     match gateway.open_mode().await {
         Ok(open) => axum::Json(serde_json::json!({
             "api_key_required": !open,
@@ -520,7 +274,7 @@ pub(crate) async fn whoami(
     headers: HeaderMap,
 ) -> Response {
     let csrf = match (&gateway.oauth, headers.contains_key(header::AUTHORIZATION)) {
-        (Some(oauth), false) => oauth.logins.csrf(&headers),
+        (Some(_), false) => gateway.logins.csrf(&headers),
         _ => None,
     };
     let mut me = serde_json::json!({
@@ -533,4 +287,19 @@ pub(crate) async fn whoami(
         me["csrf"] = csrf.into();
     }
     axum::Json(me).into_response()
+}
+
+/// `GET /.well-known/oauth-protected-resource[/…]`: the RFC 9728 document; 404 without `[oauth]`.
+pub(crate) async fn resource_metadata(State(gateway): State<Arc<Gateway>>) -> Response {
+    match &gateway.oauth {
+        Some(oauth) => Json(oauth.metadata()).into_response(),
+        None => (
+            axum::http::StatusCode::NOT_FOUND,
+            Json(json!({
+                "error": "this gateway takes API keys only: it has no [oauth] section",
+                "code": "not_found",
+            })),
+        )
+            .into_response(),
+    }
 }

@@ -110,6 +110,25 @@ pub enum Error {
     Link(#[from] LinkError),
 }
 
+impl From<undolog_traces::ExporterError> for Error {
+    fn from(e: undolog_traces::ExporterError) -> Error {
+        Error::Startup(e.to_string())
+    }
+}
+
+impl From<undolog_identity::Error> for Error {
+    fn from(refused: undolog_identity::Error) -> Error {
+        use undolog_identity::Error as Refused;
+        match refused {
+            Refused::Unauthorized(why) => Error::Unauthorized(why),
+            Refused::InvalidToken(why) => Error::InvalidToken(why),
+            Refused::RoleMissing { needed, message } => Error::RoleMissing { needed, message },
+            Refused::Store(e) => Error::Engine(e.into()),
+            Refused::KeyNotStored(e) => Error::Startup(format!("cannot store the key: {e}")),
+        }
+    }
+}
+
 impl Error {
     pub(crate) fn status(&self) -> StatusCode {
         use EngineError as E;

@@ -302,12 +302,11 @@ const STILL_IN_A_CIRCLE: &[(&str, &[&str])] = &[(
         "interceptors",
         "mcp",
         "metrics",
-        "oauth",
         "policy",
         "results",
         "runs",
+        "sign_in",
         "tasks",
-        "traces",
     ],
 )];
 

@@ -25,7 +25,8 @@ use undolog_types::{
     Timestamp,
 };
 
-pub(crate) use super::presented::{Presented, carried, presenting};
+pub(crate) use super::presented::{carried, presenting};
+pub(crate) use undolog_identity::Presented;
 
 mod approvals;
 mod undo_steps;

@@ -114,7 +114,7 @@ pub(crate) async fn undo(
 
 /// Undoing a session takes an admin (on every surface).
 pub(crate) fn may_undo(principal: &Principal) -> std::result::Result<(), Error> {
-    principal.require(Role::Admin, "undoing a session")
+    Ok(principal.require(Role::Admin, "undoing a session")?)
 }
 
 /// Undoes session `id` of the principal's org through `compensator`, and counts its steps. The

@@ -10,16 +10,13 @@ mod body;
 mod catalog;
 mod dashboard;
 pub(crate) mod events;
-mod framing;
 pub(crate) mod health;
 pub(crate) mod links;
 mod mcp_sessions;
-mod origin_guard;
 mod overview;
 mod parse_guard;
 mod rest;
 pub(crate) mod sdk;
-pub(crate) mod server;
 pub(crate) mod stateless;
 pub(crate) mod undo_steps;
 
@@ -37,7 +34,9 @@ use rmcp::transport::streamable_http_server::{
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 
-use crate::{Gateway, auth, mcp::McpFront, oauth};
+use undolog_http_edge::origin_guard;
+
+use crate::{Gateway, auth, mcp::McpFront};
 
 pub(crate) use body::{JsonBody, parse as parse_body};
 pub(crate) use parse_guard::check as check_mcp_body;
@@ -118,16 +117,16 @@ pub(crate) fn router(gateway: Arc<Gateway>, addr: SocketAddr, cancel: Cancellati
         .merge(authenticated)
         .route("/healthz", get(health::healthz))
         .route("/v1/auth", get(auth::mode))
-        .route("/v1/auth/login", get(oauth::login::login))
-        .route("/v1/auth/callback", get(oauth::login::callback))
-        .route("/v1/auth/logout", post(oauth::login::logout))
+        .route("/v1/auth/login", get(crate::sign_in::login))
+        .route("/v1/auth/callback", get(crate::sign_in::callback))
+        .route("/v1/auth/logout", post(crate::sign_in::logout))
         .route(
             "/.well-known/oauth-protected-resource",
-            get(oauth::resource_metadata),
+            get(auth::resource_metadata),
         )
         .route(
             "/.well-known/oauth-protected-resource/{*resource}",
-            get(oauth::resource_metadata),
+            get(auth::resource_metadata),
         )
         .merge(dashboard::routes());
     let max_body_bytes = limits.max_body_bytes;

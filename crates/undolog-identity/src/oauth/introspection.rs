@@ -10,10 +10,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{Claims, OAuth, Refusal, invalid, now};
-use crate::config::IntrospectionClient;
+use undolog_config::IntrospectionClient;
 
 /// The longest an introspection answer stands for the token.
-pub(crate) const REMEMBER_AT_MOST: Duration = Duration::from_secs(30);
+pub(super) const REMEMBER_AT_MOST: Duration = Duration::from_secs(30);
 
 /// What RFC 7662 §2.2 answers; `aud` may be one string or several.
 #[derive(Debug, Deserialize)]

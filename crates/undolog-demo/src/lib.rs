@@ -3,6 +3,9 @@
 //!
 //! Tools: `get_balance` (read only), `transfer` (compensable: the reverse transfer undoes it) and
 //! `send_email` (irreversible: it only records that a mail went out).
+//!
+//! It holds the bank and nothing else: the upstream layer serves it through its
+//! [`InProcess`] hook, as if it were any other MCP server.
 
 use std::{
     collections::BTreeMap,
@@ -19,6 +22,8 @@ use rmcp::{
     service::RequestContext,
 };
 use serde_json::{Value, json};
+use undolog_config::{UpstreamConfig, UpstreamTransport};
+use undolog_upstream::InProcess;
 
 /// The bank: balances in whole units, and the mails it sent.
 #[derive(Debug, Clone)]
@@ -46,11 +51,9 @@ impl Default for DemoBank {
 impl DemoBank {
     /// The in-process server of an upstream whose transport is the demo (a bank of its own for
     /// each such upstream); `None` for any other.
-    pub(crate) fn for_upstream(
-        config: &crate::config::UpstreamConfig,
-    ) -> Option<Arc<dyn crate::upstream::InProcess>> {
-        matches!(config.transport, crate::config::UpstreamTransport::Demo)
-            .then(|| Arc::new(DemoBank::default()) as Arc<dyn crate::upstream::InProcess>)
+    pub fn for_upstream(config: &UpstreamConfig) -> Option<Arc<dyn InProcess>> {
+        matches!(config.transport, UpstreamTransport::Demo)
+            .then(|| Arc::new(DemoBank::default()) as Arc<dyn InProcess>)
     }
 
     fn tools() -> Vec<Tool> {
@@ -197,7 +200,7 @@ impl DemoBank {
     }
 }
 
-impl crate::upstream::InProcess for DemoBank {
+impl InProcess for DemoBank {
     fn serve(&self, io: tokio::io::DuplexStream) {
         let bank = self.clone();
         tokio::spawn(async move {

@@ -19,12 +19,12 @@ use hyper_util::{
 use tokio::net::TcpListener;
 use tower_service::Service;
 
-use super::framing;
+use crate::framing;
 
 /// How long requests in progress may go on once shutdown begins.
 const DRAIN: Duration = Duration::from_secs(5);
 
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     router: Router,
     header_timeout: Duration,

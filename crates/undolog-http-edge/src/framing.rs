@@ -26,13 +26,13 @@ const MAX_HEAD: usize = 64 * 1024;
 
 /// A connection whose requests are checked for two framings as they are read.
 #[derive(Debug)]
-pub(crate) struct Inspected<T> {
+pub struct Inspected<T> {
     inner: T,
     framing: Framing,
 }
 
 impl<T> Inspected<T> {
-    pub(crate) fn new(inner: T) -> (Inspected<T>, Arc<AtomicBool>) {
+    pub fn new(inner: T) -> (Inspected<T>, Arc<AtomicBool>) {
         let framing = Framing::default();
         let flag = framing.both_seen.clone();
         (Inspected { inner, framing }, flag)
@@ -254,7 +254,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Whether a connection's flag says it sent a request framed two ways.
-pub(crate) fn framed_twice(flag: &AtomicBool) -> bool {
+pub fn framed_twice(flag: &AtomicBool) -> bool {
     flag.load(Ordering::Acquire)
 }
 

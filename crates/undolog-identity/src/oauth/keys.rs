@@ -28,12 +28,12 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the gateway reads of the authorization server's metadata (RFC 8414 / OpenID Discovery).
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct ServerMetadata {
-    pub(crate) issuer: String,
-    pub(crate) jwks_uri: Option<Url>,
-    pub(crate) authorization_endpoint: Option<Url>,
-    pub(crate) token_endpoint: Option<Url>,
-    pub(crate) introspection_endpoint: Option<Url>,
+pub struct ServerMetadata {
+    pub issuer: String,
+    pub jwks_uri: Option<Url>,
+    pub authorization_endpoint: Option<Url>,
+    pub token_endpoint: Option<Url>,
+    pub introspection_endpoint: Option<Url>,
 }
 
 /// One verification key of the set.
@@ -54,7 +54,7 @@ struct Cached {
 
 /// The issuer's metadata and keys, fetched on demand over `http`.
 #[derive(Debug)]
-pub(crate) struct KeySet {
+pub struct KeySet {
     http: reqwest::Client,
     issuer: String,
     jwks_uri: Option<Url>,
@@ -81,7 +81,7 @@ impl KeySet {
 
     /// POSTs `pairs` as a form to one of the authorization server's endpoints, as the client
     /// `basic` (id and secret) when given; the response, or why none came.
-    pub(crate) async fn post_form(
+    pub async fn post_form(
         &self,
         endpoint: &Url,
         pairs: &[(&str, &str)],
@@ -106,7 +106,7 @@ impl KeySet {
     }
 
     /// The authorization server's metadata, read once (a failure is tried again next time).
-    pub(crate) async fn metadata(&self) -> Result<&ServerMetadata, String> {
+    pub async fn metadata(&self) -> Result<&ServerMetadata, String> {
         self.metadata
             .get_or_try_init(|| discover(&self.http, &self.issuer))
             .await

@@ -32,16 +32,16 @@ use axum::{
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::config::HttpSettings;
+use undolog_config::HttpSettings;
 
 /// How much of a refused request's body is read before answering; a longer one is not read.
-pub(crate) const DRAIN_BYTES: u64 = 8 << 20;
+pub const DRAIN_BYTES: u64 = 8 << 20;
 
 /// How long a refused request's body may take to arrive before the answer goes anyway.
-pub(crate) const DRAIN_TIME: Duration = Duration::from_secs(2);
+pub const DRAIN_TIME: Duration = Duration::from_secs(2);
 
 /// How long the drain waits for the next piece of a refused body.
-pub(crate) const DRAIN_IDLE: Duration = Duration::from_millis(100);
+pub const DRAIN_IDLE: Duration = Duration::from_millis(100);
 
 /// Names a loopback-bound gateway answers to, on any port.
 const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
@@ -58,7 +58,7 @@ const LOOPBACK_ORIGINS: &[&str] = &[
 
 /// The rules, computed once from the configuration and the listen address.
 #[derive(Debug, Clone)]
-pub(crate) struct OriginGuard {
+pub struct OriginGuard {
     hosts: Allowed,
     origins: Origins,
     max_body_bytes: usize,
@@ -81,7 +81,7 @@ enum Origins {
 }
 
 impl OriginGuard {
-    pub(crate) fn new(http: &HttpSettings, addr: SocketAddr, max_body_bytes: usize) -> Self {
+    pub fn new(http: &HttpSettings, addr: SocketAddr, max_body_bytes: usize) -> Self {
         let loopback = addr.ip().is_loopback();
         let lower = |list: &[String]| list.iter().map(|s| s.to_ascii_lowercase()).collect();
         let hosts = match &http.allowed_hosts {
@@ -223,7 +223,7 @@ fn is_json(content_type: Option<&str>) -> bool {
 }
 
 /// Axum middleware: refuses what [`OriginGuard`] refuses, as `{"error", "code"}`.
-pub(crate) async fn refuse_foreign(
+pub async fn refuse_foreign(
     State(guard): State<Arc<OriginGuard>>,
     request: Request,
     next: Next,

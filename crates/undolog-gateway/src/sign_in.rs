@@ -18,7 +18,7 @@ use std::{
 
 use axum::{
     extract::{Query, State},
-    http::{HeaderMap, HeaderValue, Method, StatusCode, header},
+    http::{HeaderMap, Method, StatusCode, header},
     response::{Html, IntoResponse, Response},
 };
 use base64::Engine as _;
@@ -190,11 +190,15 @@ fn named_cookie(headers: &HeaderMap, wanted: &str) -> Option<String> {
         })
 }
 
-impl super::OAuth {
+/// The resource server's settings, as the sign-in uses them.
+mod settings {
+    use axum::http::HeaderValue;
+    use undolog_identity::oauth::OAuth;
+
     /// Where the authorization server sends the person back: `/v1/auth/callback` at the
     /// resource's origin.
-    fn redirect_uri(&self) -> String {
-        let mut url = self.settings.resource.clone();
+    pub(super) fn redirect_uri(oauth: &OAuth) -> String {
+        let mut url = oauth.settings.resource.clone();
         url.set_path("/v1/auth/callback");
         url.set_query(None);
         url.to_string()
@@ -202,8 +206,13 @@ impl super::OAuth {
 
     /// A `Set-Cookie` value: HttpOnly always, Secure when the resource is https, `attributes`
     /// (path, SameSite, lifetime) as given.
-    fn set_cookie(&self, name: &str, value: &str, attributes: &str) -> HeaderValue {
-        let secure = if self.settings.resource.scheme() == "https" {
+    pub(super) fn set_cookie(
+        oauth: &OAuth,
+        name: &str,
+        value: &str,
+        attributes: &str,
+    ) -> HeaderValue {
+        let secure = if oauth.settings.resource.scheme() == "https" {
             "; Secure"
         } else {
             ""
@@ -213,8 +222,8 @@ impl super::OAuth {
     }
 
     /// The scopes the dashboard asks for: every role's; the server grants what the person has.
-    fn dashboard_scopes(&self) -> String {
-        let scopes = &self.settings.scopes;
+    pub(super) fn dashboard_scopes(oauth: &OAuth) -> String {
+        let scopes = &oauth.settings.scopes;
         format!(
             "openid {} {} {}",
             scopes.agent, scopes.approver, scopes.admin
@@ -244,7 +253,7 @@ fn sign_in_unavailable() -> Response {
 }
 
 /// The resource server and the dashboard's client, when the dashboard's sign-in is configured.
-fn dashboard(gateway: &Gateway) -> Option<(&super::OAuth, &crate::config::DashboardClient)> {
+fn dashboard(gateway: &Gateway) -> Option<(&crate::oauth::OAuth, &crate::config::DashboardClient)> {
     let oauth = gateway.oauth.as_ref()?;
     Some((oauth, oauth.settings.dashboard.as_ref()?))
 }
@@ -269,17 +278,18 @@ pub(crate) async fn login(State(gateway): State<Arc<Gateway>>) -> Response {
             "The authorization server's metadata names no authorization_endpoint.",
         );
     };
-    let (state, verifier, browser) = oauth.logins.start();
+    let (state, verifier, browser) = gateway.logins.start();
     url.query_pairs_mut()
         .append_pair("response_type", "code")
         .append_pair("client_id", &client.client_id)
-        .append_pair("redirect_uri", &oauth.redirect_uri())
-        .append_pair("scope", &oauth.dashboard_scopes())
+        .append_pair("redirect_uri", &settings::redirect_uri(oauth))
+        .append_pair("scope", &settings::dashboard_scopes(oauth))
         .append_pair("state", &state)
         .append_pair("code_challenge", &challenge(&verifier))
         .append_pair("code_challenge_method", "S256")
         .append_pair("resource", oauth.settings.resource.as_str());
-    let cookie = oauth.set_cookie(
+    let cookie = settings::set_cookie(
+        oauth,
         LOGIN_COOKIE,
         &browser,
         &format!(
@@ -325,7 +335,7 @@ pub(crate) async fn callback(
     let verifier = callback
         .state
         .as_deref()
-        .and_then(|s| oauth.logins.finish(s, browser.as_deref()));
+        .and_then(|s| gateway.logins.finish(s, browser.as_deref()));
     let (Some(code), Some(verifier)) = (callback.code, verifier) else {
         return page(
             StatusCode::BAD_REQUEST,
@@ -339,16 +349,16 @@ pub(crate) async fn callback(
     };
     let (mut principal, until) = match oauth.verify(&token).await {
         Ok(verified) => verified,
-        Err(super::Refusal::Invalid(why) | super::Refusal::NoRole(why)) => {
+        Err(crate::oauth::Refusal::Invalid(why) | crate::oauth::Refusal::NoRole(why)) => {
             return page(StatusCode::FORBIDDEN, &format!("Sign-in refused: {why}"));
         }
     };
     tracing::info!(principal = %principal.actor(), org = %principal.org, role = %principal.role, "dashboard sign-in");
     // What the cookie stands for, for an engine elsewhere to check as it checks any token.
     let bearer = header::HeaderValue::from_str(&format!("Bearer {token}")).ok();
-    principal.presented = crate::grpc::client::Presented::of(bearer.as_ref());
-    let id = oauth.logins.open(principal, until);
-    let cookie = oauth.set_cookie(COOKIE, &id, SESSION_ATTRIBUTES);
+    principal.presented = undolog_identity::Presented::of(bearer.as_ref());
+    let id = gateway.logins.open(principal, until);
+    let cookie = settings::set_cookie(oauth, COOKIE, &id, SESSION_ATTRIBUTES);
     // A page, not a redirect: the cookie is SameSite=Strict, and a navigation that began at the
     // identity provider would not send it. The page's own navigation is same-site.
     let mut response = Html(
@@ -362,7 +372,7 @@ pub(crate) async fn callback(
 
 /// The code and verifier for the access token, at the token endpoint.
 async fn exchange(
-    oauth: &super::OAuth,
+    oauth: &crate::oauth::OAuth,
     client: &crate::config::DashboardClient,
     code: &str,
     verifier: &str,
@@ -374,7 +384,7 @@ async fn exchange(
         .token_endpoint
         .clone()
         .ok_or("the authorization server's metadata names no token_endpoint")?;
-    let redirect_uri = oauth.redirect_uri();
+    let redirect_uri = settings::redirect_uri(oauth);
     let pairs = [
         ("grant_type", "authorization_code"),
         ("code", code),
@@ -405,13 +415,20 @@ pub(crate) async fn logout(State(gateway): State<Arc<Gateway>>, headers: HeaderM
     let Some(oauth) = &gateway.oauth else {
         return StatusCode::NO_CONTENT.into_response();
     };
-    oauth.logins.close(&headers);
-    let cleared = oauth.set_cookie(COOKIE, "", &format!("{SESSION_ATTRIBUTES}; Max-Age=0"));
+    gateway.logins.close(&headers);
+    let cleared = settings::set_cookie(
+        oauth,
+        COOKIE,
+        "",
+        &format!("{SESSION_ATTRIBUTES}; Max-Age=0"),
+    );
     (StatusCode::NO_CONTENT, [(header::SET_COOKIE, cleared)]).into_response()
 }
 
 #[cfg(test)]
 mod tests {
+    use axum::http::HeaderValue;
+
     use super::*;
 
     #[test]

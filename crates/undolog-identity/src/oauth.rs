@@ -7,8 +7,7 @@
 //! client's credential here and is never sent to an upstream.
 
 mod introspection;
-mod keys;
-pub(crate) mod login;
+pub mod keys;
 
 use std::{
     collections::HashMap,
@@ -16,24 +15,20 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use axum::{
-    Json,
-    extract::State,
-    http::HeaderValue,
-    response::{IntoResponse, Response},
-};
+use http::HeaderValue;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use undolog_config::OAuthSettings;
 use undolog_types::{OrgId, Role};
 
-use crate::{Gateway, Principal, auth::Credential, config::OAuthSettings};
+use crate::{Credential, Principal};
 
 /// Verified tokens kept, by hash, until they expire; above this many the expired go first.
 const CACHE_PRUNE_ABOVE: usize = 4096;
 
 /// Why a token was not taken. Each message says what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// 401 `invalid_token`.
     Invalid(String),
     /// 403 `insufficient_scope`: the token proves who it is, and grants no role.
@@ -43,7 +38,7 @@ pub(crate) enum Refusal {
 /// What a refusal or a missing credential tells the client in `WWW-Authenticate`, put on the
 /// response by [`crate::Error`] and written out by the auth middleware, which knows the settings.
 #[derive(Debug, Clone)]
-pub(crate) enum Challenge {
+pub enum Challenge {
     /// No credentials, or an API key that is not known: where to get a token.
     Missing,
     InvalidToken(String),
@@ -67,25 +62,23 @@ pub(crate) struct Claims {
 
 /// The resource server: settings, the issuer's keys, and the tokens verified lately.
 #[derive(Debug)]
-pub(crate) struct OAuth {
-    pub(crate) settings: OAuthSettings,
-    keys: keys::KeySet,
+pub struct OAuth {
+    pub settings: OAuthSettings,
+    pub keys: keys::KeySet,
     verified: Mutex<HashMap<blake3::Hash, (Principal, Instant)>>,
-    pub(crate) logins: login::Logins,
 }
 
 impl OAuth {
-    pub(crate) fn new(settings: OAuthSettings) -> OAuth {
+    pub fn new(settings: OAuthSettings) -> OAuth {
         OAuth {
             keys: keys::KeySet::new(&settings.issuer, settings.jwks_uri.clone()),
             settings,
             verified: Mutex::default(),
-            logins: login::Logins::default(),
         }
     }
 
     /// Where this resource's metadata is: RFC 9728's well-known URL with the resource's path.
-    pub(crate) fn metadata_url(&self) -> String {
+    pub fn metadata_url(&self) -> String {
         let resource = &self.settings.resource;
         let mut url = resource.clone();
         let path = resource.path().trim_end_matches('/');
@@ -95,7 +88,7 @@ impl OAuth {
     }
 
     /// The RFC 9728 document.
-    fn metadata(&self) -> Value {
+    pub fn metadata(&self) -> Value {
         let scopes = &self.settings.scopes;
         json!({
             "resource": self.settings.resource.as_str(),
@@ -117,7 +110,7 @@ impl OAuth {
     }
 
     /// The `WWW-Authenticate` value for `challenge`.
-    pub(crate) fn challenge(&self, challenge: &Challenge) -> HeaderValue {
+    pub fn challenge(&self, challenge: &Challenge) -> HeaderValue {
         let metadata = self.metadata_url();
         let text = match challenge {
             Challenge::Missing => format!(
@@ -137,7 +130,7 @@ impl OAuth {
     }
 
     /// The principal an access token proves, or why it proves none.
-    pub(crate) async fn principal(&self, token: &str) -> Result<Principal, Refusal> {
+    pub async fn principal(&self, token: &str) -> Result<Principal, Refusal> {
         let hash = blake3::hash(token.as_bytes());
         if let Some(principal) = self.remembered(&hash) {
             return Ok(principal);
@@ -165,7 +158,7 @@ impl OAuth {
     }
 
     /// Checks the token and maps it; also when it stops being good.
-    pub(crate) async fn verify(&self, token: &str) -> Result<(Principal, Instant), Refusal> {
+    pub async fn verify(&self, token: &str) -> Result<(Principal, Instant), Refusal> {
         let header = match jsonwebtoken::decode_header(token) {
             Ok(header) => header,
             // Not a JWT: an opaque token, which only the issuer can tell about.
@@ -295,21 +288,6 @@ fn quoted(text: &str) -> String {
     text.chars()
         .filter(|c| (' '..='~').contains(c) && !matches!(c, '"' | '\\'))
         .collect()
-}
-
-/// `GET /.well-known/oauth-protected-resource[/…]`: the RFC 9728 document; 404 without `[oauth]`.
-pub(crate) async fn resource_metadata(State(gateway): State<std::sync::Arc<Gateway>>) -> Response {
-    match &gateway.oauth {
-        Some(oauth) => Json(oauth.metadata()).into_response(),
-        None => (
-            axum::http::StatusCode::NOT_FOUND,
-            Json(json!({
-                "error": "this gateway takes API keys only: it has no [oauth] section",
-                "code": "not_found",
-            })),
-        )
-            .into_response(),
-    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,9 @@
 //!
 //! The span context travels with the call's future ([`FutureExt::with_context`]), so code on
 //! the call's path starts children from [`Context::current`] without passing it around.
+//!
+//! It holds the tracer and the spans of the call path; it knows the MCP request's `_meta` and
+//! nothing of the gateway's other parts.
 
 use std::{borrow::Cow, collections::HashMap, future::Future};
 
@@ -30,11 +33,16 @@ use opentelemetry_sdk::{
 use rmcp::model::RequestMetaObject;
 use serde_json::Value;
 
-use crate::{Error, config::TraceSettings};
+use undolog_config::TraceSettings;
+
+/// The exporter `traces.otlp_endpoint` names cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[error("`traces.otlp_endpoint`: the OTLP exporter cannot be built: {0}")]
+pub struct ExporterError(String);
 
 /// The gateway's tracer; does nothing when traces are not configured.
 #[derive(Debug, Default)]
-pub(crate) struct Traces {
+pub struct Traces {
     exporting: Option<(SdkTracerProvider, SdkTracer)>,
     /// `db.system.name` of the store's spans; `None` for a gateway in front of an engine, whose
     /// store operations are requests to it (client spans the engine's spans hang under).
@@ -43,19 +51,19 @@ pub(crate) struct Traces {
 
 /// What the server span of one `tools/call` says about the request.
 #[derive(Debug)]
-pub(crate) struct CallRequest<'a> {
-    pub(crate) tool: &'a str,
-    pub(crate) meta: Option<&'a RequestMetaObject>,
-    pub(crate) protocol_version: Option<String>,
-    pub(crate) request_id: Option<String>,
+pub struct CallRequest<'a> {
+    pub tool: &'a str,
+    pub meta: Option<&'a RequestMetaObject>,
+    pub protocol_version: Option<String>,
+    pub request_id: Option<String>,
 }
 
 impl Traces {
     /// The exporter of `settings`, or a tracer that does nothing.
-    pub(crate) fn start(
+    pub fn start(
         settings: Option<&TraceSettings>,
         store_system: Option<&'static str>,
-    ) -> Result<Traces, Error> {
+    ) -> Result<Traces, ExporterError> {
         let Some(settings) = settings else {
             return Ok(Traces {
                 exporting: None,
@@ -66,11 +74,7 @@ impl Traces {
             .with_http()
             .with_endpoint(&settings.endpoint)
             .build()
-            .map_err(|e| {
-                Error::Startup(format!(
-                    "`traces.otlp_endpoint`: the OTLP exporter cannot be built: {e}"
-                ))
-            })?;
+            .map_err(|e| ExporterError(e.to_string()))?;
         let batches = BatchConfigBuilder::default()
             .with_scheduled_delay(settings.export_every)
             .build();
@@ -92,13 +96,13 @@ impl Traces {
     }
 
     /// Whether spans are exported at all.
-    pub(crate) fn exporting(&self) -> bool {
+    pub fn exporting(&self) -> bool {
         self.exporting.is_some()
     }
 
     /// The server span of a tool call, as a context whose parent is the client's trace when its
     /// `_meta` names one. Without traces: the client's trace alone (for the log's trace id).
-    pub(crate) fn tool_call(&self, request: &CallRequest<'_>) -> Context {
+    pub fn tool_call(&self, request: &CallRequest<'_>) -> Context {
         let parent = request
             .meta
             .map(|meta| TraceContextPropagator::new().extract(&MetaCarrier(&meta.0.0)))
@@ -152,7 +156,7 @@ impl Traces {
 
     /// Runs one engine operation (a store transaction) in a span of its own: a client span when
     /// the engine is another process (the request carries it as `traceparent`).
-    pub(crate) fn store<T>(
+    pub fn store<T>(
         &self,
         operation: &'static str,
         work: impl Future<Output = T>,
@@ -182,7 +186,7 @@ impl Traces {
 
     /// The server span of one request to the engine over gRPC (`path` is
     /// `/undolog.engine.v1.EffectEngine/Method`), under the trace its `traceparent` names.
-    pub(crate) fn engine_request(&self, path: &str, headers: &http::HeaderMap) -> Option<Context> {
+    pub fn engine_request(&self, path: &str, headers: &http::HeaderMap) -> Option<Context> {
         let (_, tracer) = self.exporting.as_ref()?;
         let parent = TraceContextPropagator::new().extract(&HeaderCarrier(headers));
         let method = path.trim_start_matches('/').to_owned();
@@ -198,7 +202,7 @@ impl Traces {
     }
 
     /// Runs the interceptor chain of one phase (`request`, `response`) in a span of its own.
-    pub(crate) fn interceptors<T>(
+    pub fn interceptors<T>(
         &self,
         phase: &'static str,
         work: impl Future<Output = T>,
@@ -218,7 +222,7 @@ impl Traces {
     }
 
     /// The client span of the call sent upstream, its `traceparent` written into `meta`.
-    pub(crate) fn upstream_call(
+    pub fn upstream_call(
         &self,
         upstream_tool: &str,
         upstream: &str,
@@ -259,7 +263,7 @@ impl Traces {
 }
 
 /// Ends a call's span: `error.type` names how it failed, `tool_error` when the tool said so.
-pub(crate) fn end_call(cx: &Context, failure: Option<&str>, attributes: Vec<KeyValue>) {
+pub fn end_call(cx: &Context, failure: Option<&str>, attributes: Vec<KeyValue>) {
     let span = cx.span();
     span.set_attributes(attributes);
     if let Some(kind) = failure {
@@ -270,7 +274,7 @@ pub(crate) fn end_call(cx: &Context, failure: Option<&str>, attributes: Vec<KeyV
 }
 
 /// The trace id of `cx`, when it belongs to a trace (the log lines of a call carry it).
-pub(crate) fn trace_id(cx: &Context) -> Option<String> {
+pub fn trace_id(cx: &Context) -> Option<String> {
     let span = cx.span();
     let context = span.span_context();
     context.is_valid().then(|| context.trace_id().to_string())
@@ -278,7 +282,7 @@ pub(crate) fn trace_id(cx: &Context) -> Option<String> {
 
 /// The W3C trace context of the current span, as `(header, value)` pairs for a request to
 /// another process; none outside a trace.
-pub(crate) fn propagated() -> HashMap<String, String> {
+pub fn propagated() -> HashMap<String, String> {
     let mut fields = HashMap::new();
     let cx = Context::current();
     if cx.span().span_context().is_valid() {
