@@ -26,11 +26,7 @@ use undolog_identity::{
 };
 use undolog_types::Role;
 
-use crate::{
-    Error, Gateway,
-    engine_link::EngineLink,
-    grpc::client::{RemoteEngine, presenting},
-};
+use crate::{Error, Gateway, engine_link::EngineLink, grpc::client::RemoteEngine};
 
 impl Gateway {
     /// Who is calling, from the request's headers.
@@ -203,7 +199,7 @@ pub(crate) async fn require_principal(
     let (principal, mut response) = match authenticated {
         Ok(principal) => {
             request.extensions_mut().insert(principal.clone());
-            let answered = presenting(principal.presented.clone(), next.run(request));
+            let answered = next.run(request);
             (Some(principal), answered.await)
         }
         Err(e) => (None, e.into_response()),

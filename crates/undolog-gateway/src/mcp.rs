@@ -27,7 +27,6 @@ use undolog_types::Args;
 use crate::{
     Error, Gateway, Principal,
     calls::{Caller, InputRound, Outcome, ToolCall},
-    grpc::client::presenting,
     results,
     runs::{self, BoundRun, CallSession, Named},
     upstream::{CacheHint, Era, Requester, Subscriber, UpstreamError},
@@ -302,8 +301,7 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let principal = self.principal(&context)?;
-        let task = self.gateway.task(&principal.org, &request.task_id);
-        presenting(principal.presented.clone(), task).await
+        self.gateway.task(&principal, &request.task_id).await
     }
 
     async fn update_task(
@@ -312,9 +310,9 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let principal = self.principal(&context)?;
-        let update =
-            (self.gateway).update_task(&principal, &request.task_id, request.input_responses);
-        presenting(principal.presented.clone(), update).await
+        (self.gateway)
+            .update_task(&principal, &request.task_id, request.input_responses)
+            .await
     }
 
     async fn cancel_task(
@@ -323,8 +321,7 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let principal = self.principal(&context)?;
-        let cancel = self.gateway.cancel_task(&principal, &request.task_id);
-        presenting(principal.presented.clone(), cancel).await
+        self.gateway.cancel_task(&principal, &request.task_id).await
     }
 
     async fn on_custom_request(

@@ -117,7 +117,7 @@ impl Gateway {
             } => {
                 let run = self
                     .engine
-                    .implicit_run(&principal.org, &principal.actor(), self.config.run_idle)
+                    .implicit_run(principal.acting(), &principal.actor(), self.config.run_idle)
                     .await?;
                 if let Some(connection) = connection {
                     connection.bind(principal, &run);

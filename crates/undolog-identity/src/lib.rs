@@ -17,7 +17,7 @@ pub use error::Error;
 pub use keys::{
     KEY_CACHE_TTL, KEY_PREFIX, KeyCache, NewKey, OPEN_MODE_RECHECK, create_key, hash, key_principal,
 };
-pub use presented::Presented;
+pub use presented::{Acting, Presented};
 
 /// Who a request acts for: its org, what its role allows, and what proved it. Two are the same
 /// principal when these agree, whatever text the client presented (a renewed token is still its
@@ -51,6 +51,14 @@ pub enum Credential {
 }
 
 impl Principal {
+    /// Whom an engine request made for this principal acts for.
+    pub fn acting(&self) -> Acting<'_> {
+        Acting {
+            org: &self.org,
+            presented: &self.presented,
+        }
+    }
+
     /// Open mode's only principal: the person at this machine, with every right.
     pub fn open() -> Principal {
         Principal {

@@ -2,6 +2,7 @@
 //! engine to present with every engine request the client's request makes.
 
 use tonic::metadata::AsciiMetadataValue;
+use undolog_types::OrgId;
 
 /// The `authorization` a client sent, passed on to the engine. Never printed.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -40,4 +41,13 @@ impl Presented {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
     }
+}
+
+/// Whom an engine request acts for: the org it acts in (this process's engine), and the
+/// credentials a remote engine reads that org from. Every engine request takes one, so none is
+/// made for nobody.
+#[derive(Debug, Clone, Copy)]
+pub struct Acting<'a> {
+    pub org: &'a OrgId,
+    pub presented: &'a Presented,
 }

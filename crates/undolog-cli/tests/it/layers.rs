@@ -397,3 +397,47 @@ fn a_circle_of_modules_is_found_and_a_chain_is_not() {
         assert_eq!(found, expected, "edges {edges:?}");
     }
 }
+
+/// Whether a file invokes `tokio::task_local!` (by any path that ends in `task_local`).
+fn invokes_task_local(file: &syn::File) -> bool {
+    struct Found(bool);
+    impl<'ast> Visit<'ast> for Found {
+        fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+            if mac
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "task_local")
+            {
+                self.0 = true;
+            }
+        }
+    }
+    let mut found = Found(false);
+    found.visit_file(file);
+    found.0
+}
+
+/// Nothing rides a task-local: whatever a request's work needs (its caller's credentials above
+/// all) is passed to it, so a task spawned without it cannot lose it silently.
+#[test]
+fn no_source_keeps_anything_in_a_task_local() {
+    let mut found = Vec::new();
+    for src in crates() {
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        for file in files {
+            let text = fs::read_to_string(&file).expect("a source file is readable");
+            let parsed = syn::parse_file(&text).expect("a source file parses");
+            if invokes_task_local(&parsed) {
+                found.push(file.display().to_string());
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "task_local! in {found:?}: pass the value instead"
+    );
+    let planted = syn::parse_file("tokio::task_local! { static X: u8; }").expect("parses");
+    assert!(invokes_task_local(&planted), "the check sees a task-local");
+}

@@ -9,15 +9,15 @@ use serde_json::Value;
 use undolog_engine::{Call, ReadOutcome, Rejection, crash_points};
 use undolog_types::{EffectId, LeaseToken, OrgId, Timestamp};
 
+use undolog_identity::{Acting, Presented};
+
 use super::{Caller, Outcome, ToolCall};
 use crate::{
     Error, Gateway,
     engine_link::EngineLink,
     interceptors::{self, ResponseVerdict},
     metrics::UpstreamOutcome,
-    results,
-    runs::CallSession,
-    traces,
+    results, traces,
     upstream::UpstreamError,
 };
 
@@ -72,7 +72,7 @@ impl Gateway {
                 Recording::Owned(token) => {
                     let engine = &self.engine;
                     engine
-                        .while_running(&call.org, effect_id, token, sent)
+                        .while_running(call.acting(), effect_id, token, sent)
                         .await
                 }
             }
@@ -159,13 +159,13 @@ impl Gateway {
                 let refused = match recording {
                     Recording::After(sent, at) => {
                         let record = || (ReadOutcome::NotSent(why.clone()), verdicts());
-                        self.record_read(&call.session, (sent, at), effect_id, record)
+                        self.record_read(call, (sent, at), effect_id, record)
                             .await?
                     }
                     Recording::Owned(token) => {
                         let engine = &self.engine;
                         let recorded =
-                            engine.not_sent(&call.org, effect_id, token, why, verdicts());
+                            engine.not_sent(call.acting(), effect_id, token, why, verdicts());
                         if let Err(e) = recorded.await {
                             tracing::warn!(%effect_id, error = %e, "a call not sent is not recorded");
                         }
@@ -198,13 +198,19 @@ impl Gateway {
             // Read only: one record, finished. If the store cannot take it, nothing is recorded
             // and a retry is harmless (503, as for any call the store refused).
             let record = || (read_outcome(&outcome), verdicts.clone());
-            let refused = self.record_read(&call.session, (sent, at), effect_id, record);
+            let refused = self.record_read(call, (sent, at), effect_id, record);
             if let Some(refused) = refused.await? {
                 return Ok(refused);
             }
         } else if let Recording::Owned(token) = recording {
             let owner = (effect_id, token);
-            let record = record_outcome(&self.engine, &call.org, owner, &outcome, verdicts.clone());
+            let record = record_outcome(
+                &self.engine,
+                call.acting(),
+                owner,
+                &outcome,
+                verdicts.clone(),
+            );
             let recorded = self.store_op("record_outcome", record).await;
             // The tool has run (or failed) upstream: if the log cannot take the outcome, say so
             // plainly, and keep trying to record it (the store may be back in a moment); until
@@ -212,7 +218,7 @@ impl Gateway {
             if let Err(e) = recorded {
                 record_later(
                     self.engine.clone(),
-                    call.org.clone(),
+                    (call.org.clone(), call.presented.clone()),
                     (effect_id, token.clone()),
                     outcome,
                     verdicts,
@@ -279,19 +285,21 @@ impl Gateway {
     /// call's to keep: it is recorded in the principal's next run (see [`Gateway::rejoin`]).
     async fn record_read(
         &self,
-        named: &CallSession,
+        asked: &ToolCall,
         (call, started): (&Call, Timestamp),
         effect_id: EffectId,
         record: impl Fn() -> (ReadOutcome, Option<Value>),
     ) -> Result<Option<Outcome>, Error> {
         let recorded = |call: Call| {
             let (read, verdicts) = record();
-            let record = (self.engine).record_read(call, effect_id, started, read, verdicts);
+            let acting = asked.acting();
+            let record =
+                (self.engine).record_read(acting, call, effect_id, started, read, verdicts);
             self.store_op("record_read", record)
         };
         let mut refused = recorded(call.clone()).await?;
         if let Some(Rejection::SessionClosed { .. }) = refused
-            && let Some(run) = self.rejoin(named, &call.session).await?
+            && let Some(run) = self.rejoin(&asked.session, &call.session).await?
         {
             refused = recorded(Call {
                 session: run,
@@ -371,7 +379,7 @@ fn read_outcome(outcome: &Outcome) -> ReadOutcome {
 /// Records how a call that was sent upstream ended.
 async fn record_outcome(
     engine: &EngineLink,
-    org: &OrgId,
+    acting: Acting<'_>,
     (effect_id, token): (EffectId, &LeaseToken),
     outcome: &Outcome,
     verdicts: Option<Value>,
@@ -380,27 +388,27 @@ async fn record_outcome(
         Outcome::Executed { result, .. } => {
             let result = result.clone();
             engine
-                .commit_with(org, effect_id, token, result, verdicts)
+                .commit_with(acting, effect_id, token, result, verdicts)
                 .await
         }
         Outcome::Failed { error, result, .. } => {
             // The tool's own error result, to replay as it was.
             let (error, result) = (error.clone(), result.clone());
-            (engine.fail_with(org, effect_id, token, error, result, verdicts)).await
+            (engine.fail_with(acting, effect_id, token, error, result, verdicts)).await
         }
         Outcome::Refused { error, .. } => {
             let details = Some(serde_json::json!({ "error": error }));
             let error = format!("the upstream refused the call: {}", error.message);
-            (engine.fail_with(org, effect_id, token, error, details, verdicts)).await
+            (engine.fail_with(acting, effect_id, token, error, details, verdicts)).await
         }
         // Not done and not to be undone: the client's answer is a call of its own.
         Outcome::InputRequired { result, .. } => {
             let request = result.clone();
-            (engine.await_input(org, effect_id, token, request, verdicts)).await
+            (engine.await_input(acting, effect_id, token, request, verdicts)).await
         }
         Outcome::InDoubt { message, .. } => {
             let message = message.clone();
-            (engine.doubt(org, effect_id, token, message, verdicts)).await
+            (engine.doubt(acting, effect_id, token, message, verdicts)).await
         }
         _ => Ok(()),
     }
@@ -415,18 +423,22 @@ const RECORD_LATER_FOR: Duration = Duration::from_secs(10 * 60);
 /// [`RECORD_LATER_FOR`] has passed.
 fn record_later(
     engine: EngineLink,
-    org: OrgId,
+    (org, presented): (OrgId, Presented),
     (effect_id, token): (EffectId, LeaseToken),
     outcome: Outcome,
     verdicts: Option<Value>,
 ) {
-    tokio::spawn(crate::grpc::client::carried(async move {
+    tokio::spawn(async move {
+        let acting = Acting {
+            org: &org,
+            presented: &presented,
+        };
         let deadline = tokio::time::Instant::now() + RECORD_LATER_FOR;
         let mut pause = Duration::from_millis(250);
         while tokio::time::Instant::now() < deadline {
             tokio::time::sleep(pause).await;
             let owner = (effect_id, &token);
-            match record_outcome(&engine, &org, owner, &outcome, verdicts.clone()).await {
+            match record_outcome(&engine, acting, owner, &outcome, verdicts.clone()).await {
                 Ok(()) => {
                     tracing::info!(%effect_id, "an outcome the store had refused is recorded now");
                     return;
@@ -440,5 +452,5 @@ fn record_later(
             pause = (pause * 2).min(Duration::from_secs(5));
         }
         tracing::warn!(%effect_id, "outcome never recorded; the call is in doubt for an operator");
-    }));
+    });
 }

@@ -30,6 +30,8 @@ use undolog_types::{ApprovalId, ApprovalState, Args, EffectId, OrgId, SessionId,
 
 use undolog_interceptors::builtin::secrets::redact_value;
 
+use undolog_identity::{Acting, Presented};
+
 use crate::{
     Error, Gateway,
     config::{ApprovalMode, TaskSupport},
@@ -58,6 +60,8 @@ pub(crate) struct ToolCall {
     pub(crate) round: Option<InputRound>,
     /// Who made the call (the principal's actor), recorded with its approval for four eyes.
     pub(crate) caller: String,
+    /// The credentials it came with, presented to a remote engine for each of its requests.
+    pub(crate) presented: Presented,
     /// How long the client waits for an answer, when it said so: a call identical to one in
     /// flight answers "still running" before then.
     pub(crate) wait: Option<Duration>,
@@ -97,6 +101,14 @@ impl InputRound {
 }
 
 impl ToolCall {
+    /// Whom the engine requests of this call act for.
+    pub(crate) fn acting(&self) -> Acting<'_> {
+        Acting {
+            org: &self.org,
+            presented: &self.presented,
+        }
+    }
+
     /// The call as the engine sees it, in `session`, classified by `policy`.
     fn to_engine(&self, session: &SessionId, policy: undolog_engine::ToolPolicy) -> Call {
         let call = Call::new(
@@ -291,9 +303,8 @@ impl Gateway {
                 let rejected = call.to_engine(&session, policy);
                 let mut verdicts = serde_json::json!({ "request": record });
                 redact_value(&mut verdicts);
-                let reject =
-                    self.engine
-                        .reject(&rejected, error.message.to_string(), Some(verdicts));
+                let why = error.message.to_string();
+                let reject = (self.engine).reject(call.acting(), &rejected, why, Some(verdicts));
                 let effect_id = self.store_op("reject", reject).await?;
                 return Err(Error::Intercepted { effect_id, error });
             }

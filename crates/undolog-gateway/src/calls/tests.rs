@@ -25,6 +25,7 @@ async fn a_calls_future_is_small_enough_to_move_on_every_call() {
     let gateway = gateway().await;
     let call = ToolCall {
         caller: "agent".into(),
+        presented: Default::default(),
         org: OrgId::new("acme").unwrap(),
         session: CallSession::Named(SessionId::new("s").unwrap()),
         tool: "transfer".into(),

@@ -27,7 +27,10 @@ impl Gateway {
             .and_then(RequestMetaObject::get_progress_token);
         let peer = caller.requester.as_ref().and_then(|r| r.peer.as_ref());
         let (Some(peer), Some(token)) = (peer, token) else {
-            return self.engine.intercept(engine_call.clone()).await;
+            return self
+                .engine
+                .intercept(call.acting(), engine_call.clone())
+                .await;
         };
         let limit = self.engine.config().wait_timeout;
         let total = engine_call.wait.map_or(limit, |w| w.min(limit));
@@ -38,7 +41,7 @@ impl Gateway {
             let slice = engine_call
                 .clone()
                 .with_wait(left.min(WAITING_PROGRESS_EVERY));
-            match self.engine.intercept(slice).await {
+            match self.engine.intercept(call.acting(), slice).await {
                 Err(Error::Engine(undolog_engine::Error::StillRunning { effect, .. }))
                     if !left.is_zero() =>
                 {
@@ -87,7 +90,7 @@ impl Gateway {
             }
             let slice = left.min(Duration::from_secs(5));
             let decided = tokio::select! {
-                decided = self.engine.wait_for_decision(&call.org, approval_id, slice) => decided,
+                decided = self.engine.wait_for_decision(call.acting(), approval_id, slice) => decided,
                 () = caller.cancel.cancelled() => return Err(Error::Cancelled),
             };
             match decided {

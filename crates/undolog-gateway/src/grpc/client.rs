@@ -25,7 +25,7 @@ use undolog_types::{
     Timestamp,
 };
 
-pub(crate) use super::presented::{carried, presenting};
+pub(crate) use undo_steps::Presenting;
 pub(crate) use undolog_identity::Presented;
 
 mod approvals;
@@ -33,7 +33,6 @@ mod undo_steps;
 use super::{
     call_stream::CallStream,
     calls::with,
-    presented::current,
     proto::{
         self, answer::Reply, effect_engine_client::EffectEngineClient, operation::Request as Asked,
     },
@@ -86,14 +85,14 @@ impl RemoteEngine {
     }
 
     /// `message`, with the credentials of the client being served and the trace it is part of.
-    fn request<T>(message: T) -> Request<T> {
-        with(Self::metadata(), message)
+    fn request<T>(presented: &Presented, message: T) -> Request<T> {
+        with(Self::metadata(presented), message)
     }
 
     /// The credentials of the client being served and the trace it is part of.
-    fn metadata() -> MetadataMap {
+    fn metadata(presented: &Presented) -> MetadataMap {
         let mut metadata = MetadataMap::new();
-        if let Some(value) = current().header() {
+        if let Some(value) = presented.header() {
             metadata.insert("authorization", value.clone());
         }
         for (key, value) in crate::traces::propagated() {
@@ -106,8 +105,8 @@ impl RemoteEngine {
     }
 
     /// One of the operations every call makes, on the stream they share.
-    async fn ask(&self, request: Asked) -> Result<Reply, Error> {
-        let reply = self.calls.ask(request, Self::metadata()).await;
+    async fn ask(&self, presented: &Presented, request: Asked) -> Result<Reply, Error> {
+        let reply = self.calls.ask(request, Self::metadata(presented)).await;
         reply.map_err(|s| self.refused(&s))
     }
 
@@ -169,9 +168,16 @@ impl RemoteEngine {
         serde_json::from_str(text).map_err(|e| self.garbled(format!("{what}: {e}")))
     }
 
-    pub(crate) async fn intercept(&self, call: Call) -> Result<Intercept, Error> {
+    pub(crate) async fn intercept(
+        &self,
+        presented: &Presented,
+        call: Call,
+    ) -> Result<Intercept, Error> {
         use proto::intercept_reply::Decision;
-        let Reply::Intercept(reply) = self.ask(Asked::Intercept(call_request(&call))).await? else {
+        let Reply::Intercept(reply) = self
+            .ask(presented, Asked::Intercept(call_request(&call)))
+            .await?
+        else {
             return Err(self.unexpected("Intercept"));
         };
         let decision = reply.decision;
@@ -208,6 +214,7 @@ impl RemoteEngine {
 
     pub(crate) async fn reject(
         &self,
+        presented: &Presented,
         call: &Call,
         reason: String,
         verdicts: Option<Value>,
@@ -218,7 +225,7 @@ impl RemoteEngine {
             verdicts_json: verdicts.map(|v| v.to_string()),
         };
         let mut client = self.client();
-        let reply = client.reject(Self::request(request)).await;
+        let reply = client.reject(Self::request(presented, request)).await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
         (reply.effect_id.as_deref())
             .map(|id| self.parsed("effect_id", id))
@@ -227,6 +234,7 @@ impl RemoteEngine {
 
     pub(crate) async fn record_read(
         &self,
+        presented: &Presented,
         call: Call,
         effect: EffectId,
         started: Timestamp,
@@ -250,7 +258,8 @@ impl RemoteEngine {
             outcome: Some(outcome),
             verdicts_json: verdicts.map(|v| v.to_string()),
         };
-        let Reply::RecordRead(reply) = self.ask(Asked::RecordRead(request)).await? else {
+        let Reply::RecordRead(reply) = self.ask(presented, Asked::RecordRead(request)).await?
+        else {
             return Err(self.unexpected("RecordRead"));
         };
         (reply.rejection_json.as_deref())
@@ -260,6 +269,7 @@ impl RemoteEngine {
 
     pub(crate) async fn commit_with(
         &self,
+        presented: &Presented,
         effect: EffectId,
         token: &LeaseToken,
         result: Value,
@@ -272,7 +282,7 @@ impl RemoteEngine {
             without_effect: true,
             lease_token: token.as_str().to_owned(),
         };
-        match self.ask(Asked::Commit(request)).await? {
+        match self.ask(presented, Asked::Commit(request)).await? {
             Reply::Effect(_) => Ok(()),
             _ => Err(self.unexpected("Commit")),
         }
@@ -280,6 +290,7 @@ impl RemoteEngine {
 
     pub(crate) async fn fail_with(
         &self,
+        presented: &Presented,
         effect: EffectId,
         token: &LeaseToken,
         error: String,
@@ -294,7 +305,7 @@ impl RemoteEngine {
             without_effect: true,
             lease_token: token.as_str().to_owned(),
         };
-        match self.ask(Asked::Fail(request)).await? {
+        match self.ask(presented, Asked::Fail(request)).await? {
             Reply::Effect(_) => Ok(()),
             _ => Err(self.unexpected("Fail")),
         }
@@ -303,18 +314,22 @@ impl RemoteEngine {
     /// NotSent, Doubt or AwaitInput: a note on a pending effect.
     pub(crate) async fn note(
         &self,
+        presented: &Presented,
         kind: Note,
         effect: EffectId,
         token: &LeaseToken,
         note: Value,
         verdicts: Option<Value>,
     ) -> Result<(), Error> {
-        let request = Self::request(proto::NoteRequest {
-            effect_id: effect.to_string(),
-            note_json: note.to_string(),
-            verdicts_json: verdicts.map(|v| v.to_string()),
-            lease_token: token.as_str().to_owned(),
-        });
+        let request = Self::request(
+            presented,
+            proto::NoteRequest {
+                effect_id: effect.to_string(),
+                note_json: note.to_string(),
+                verdicts_json: verdicts.map(|v| v.to_string()),
+                lease_token: token.as_str().to_owned(),
+            },
+        );
         let mut client = self.client();
         let reply = match kind {
             Note::NotSent => client.not_sent(request).await,
@@ -327,6 +342,7 @@ impl RemoteEngine {
 
     pub(crate) async fn renew_lease(
         &self,
+        presented: &Presented,
         effect: EffectId,
         token: &LeaseToken,
     ) -> Result<Timestamp, Error> {
@@ -335,7 +351,7 @@ impl RemoteEngine {
             effect_id: effect.to_string(),
             lease_token: token.as_str().to_owned(),
         };
-        let reply = client.renew_lease(Self::request(request)).await;
+        let reply = client.renew_lease(Self::request(presented, request)).await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
         Ok(Timestamp(reply.lease_expires_at_ms))
     }
@@ -343,20 +359,26 @@ impl RemoteEngine {
     /// Runs `work`, renewing `effect`'s lease as the engine does its own.
     pub(crate) async fn while_running<T>(
         &self,
+        presented: &Presented,
         effect: EffectId,
         token: &LeaseToken,
         work: impl Future<Output = T>,
     ) -> T {
         let lease = self.config.lease;
-        undolog_engine::renewing(lease, effect, work, || self.renew_lease(effect, token)).await
+        let renew = || self.renew_lease(presented, effect, token);
+        undolog_engine::renewing(lease, effect, work, renew).await
     }
 
-    pub(crate) async fn effect(&self, id: EffectId) -> Result<Effect, Error> {
+    pub(crate) async fn effect(
+        &self,
+        presented: &Presented,
+        id: EffectId,
+    ) -> Result<Effect, Error> {
         let mut client = self.client();
         let request = proto::EffectRequest {
             effect_id: id.to_string(),
         };
-        let reply = client.get_effect(Self::request(request)).await;
+        let reply = client.get_effect(Self::request(presented, request)).await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
         self.effect_of(reply.effect)
     }
@@ -373,16 +395,17 @@ impl RemoteEngine {
             .collect()
     }
 
-    pub(crate) async fn in_doubt(&self) -> Result<Vec<Effect>, Error> {
+    pub(crate) async fn in_doubt(&self, presented: &Presented) -> Result<Vec<Effect>, Error> {
         let mut client = self.client();
         let reply = client
-            .list_in_doubt(Self::request(proto::ListInDoubtRequest {}))
+            .list_in_doubt(Self::request(presented, proto::ListInDoubtRequest {}))
             .await;
         self.effects_of(reply.map_err(|s| self.refused(&s))?.into_inner())
     }
 
     pub(crate) async fn resolve_in_doubt(
         &self,
+        presented: &Presented,
         effect: EffectId,
         resolution: Resolution,
     ) -> Result<(), Error> {
@@ -398,15 +421,17 @@ impl RemoteEngine {
             effect_id: effect.to_string(),
             verdict: Some(verdict),
         };
-        let reply = client.resolve_in_doubt(Self::request(request)).await;
+        let reply = client
+            .resolve_in_doubt(Self::request(presented, request))
+            .await;
         reply.map_err(|s| self.refused(&s))?;
         Ok(())
     }
 
-    pub(crate) async fn sessions(&self) -> Result<Vec<Session>, Error> {
+    pub(crate) async fn sessions(&self, presented: &Presented) -> Result<Vec<Session>, Error> {
         let mut client = self.client();
         let reply = client
-            .list_sessions(Self::request(proto::ListSessionsRequest {}))
+            .list_sessions(Self::request(presented, proto::ListSessionsRequest {}))
             .await;
         let list = reply.map_err(|s| self.refused(&s))?.into_inner();
         (list.record_json.iter())
@@ -415,20 +440,26 @@ impl RemoteEngine {
     }
 
     /// A session's whole history, exported (and kept) by the engine.
-    pub(crate) async fn snapshot(&self, session: &SessionId) -> Result<Value, Error> {
+    pub(crate) async fn snapshot(
+        &self,
+        presented: &Presented,
+        session: &SessionId,
+    ) -> Result<Value, Error> {
         let mut client = self.client();
         let request = proto::SessionRequest {
             session_id: session.to_string(),
         };
-        let reply = client.export_session(Self::request(request)).await;
+        let reply = client
+            .export_session(Self::request(presented, request))
+            .await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
         self.json("body_json", &reply.body_json)
     }
 
     /// What the engine's process told of the org's held calls.
-    pub(crate) async fn notifications(&self) -> Result<Vec<Value>, Error> {
+    pub(crate) async fn notifications(&self, presented: &Presented) -> Result<Vec<Value>, Error> {
         let mut client = self.client();
-        let request = Self::request(proto::ListNotificationsRequest {});
+        let request = Self::request(presented, proto::ListNotificationsRequest {});
         let reply = client.list_notifications(request).await;
         let list = reply.map_err(|s| self.refused(&s))?.into_inner();
         (list.record_json.iter())
@@ -436,12 +467,18 @@ impl RemoteEngine {
             .collect()
     }
 
-    pub(crate) async fn session_effects(&self, session: &SessionId) -> Result<Vec<Effect>, Error> {
+    pub(crate) async fn session_effects(
+        &self,
+        presented: &Presented,
+        session: &SessionId,
+    ) -> Result<Vec<Effect>, Error> {
         let mut client = self.client();
         let request = proto::SessionRequest {
             session_id: session.to_string(),
         };
-        let reply = client.list_session_effects(Self::request(request)).await;
+        let reply = client
+            .list_session_effects(Self::request(presented, request))
+            .await;
         self.effects_of(reply.map_err(|s| self.refused(&s))?.into_inner())
     }
 
@@ -449,11 +486,12 @@ impl RemoteEngine {
     /// [`RunCache`]), or the engine's answer now.
     pub(crate) async fn implicit_run(
         &self,
+        presented: &Presented,
         org: &OrgId,
         principal: &str,
         idle: Duration,
     ) -> Result<SessionId, Error> {
-        let ask = |_| self.ask_implicit_run(idle);
+        let ask = |_| self.ask_implicit_run(presented, idle);
         (self
             .runs
             .current((org, principal), idle, Timestamp::now, ask))
@@ -465,28 +503,37 @@ impl RemoteEngine {
         self.runs.closed(org, run);
     }
 
-    async fn ask_implicit_run(&self, idle: Duration) -> Result<SessionId, Error> {
+    async fn ask_implicit_run(
+        &self,
+        presented: &Presented,
+        idle: Duration,
+    ) -> Result<SessionId, Error> {
         let mut client = self.client();
         let request = proto::ImplicitRunRequest {
             idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
         };
-        let reply = client.implicit_run(Self::request(request)).await;
+        let reply = client.implicit_run(Self::request(presented, request)).await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
         self.parsed("session_id", &reply.session_id)
     }
 
-    pub(crate) async fn begin_undo(&self, session: &SessionId) -> Result<UndoPlanned, Error> {
+    pub(crate) async fn begin_undo(
+        &self,
+        presented: &Presented,
+        session: &SessionId,
+    ) -> Result<UndoPlanned, Error> {
         let mut client = self.client();
         let request = proto::SessionRequest {
             session_id: session.to_string(),
         };
-        let reply = client.begin_undo(Self::request(request)).await;
+        let reply = client.begin_undo(Self::request(presented, request)).await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
         self.json("record_json", &reply.record_json)
     }
 
     pub(crate) async fn record_undo_step(
         &self,
+        presented: &Presented,
         session: &SessionId,
         claim: &str,
         effect: EffectId,
@@ -512,19 +559,24 @@ impl RemoteEngine {
             effect_id: effect.to_string(),
             step_json: step.to_string(),
         };
-        let reply = client.record_undo_step(Self::request(request)).await;
+        let reply = client
+            .record_undo_step(Self::request(presented, request))
+            .await;
         let reply = reply.map_err(|s| self.refused(&s))?.into_inner();
         self.json("record_json", &reply.record_json)
     }
 
     /// The events of the org of the credentials being served, each with its type, as the
     /// engine streams them; the stream ends when the engine's does (an SSE client reconnects).
-    pub(crate) fn org_events(&self) -> impl Stream<Item = (String, Value)> + Send + 'static {
-        let (this, presented) = (self.clone(), current());
+    pub(crate) fn org_events(
+        &self,
+        presented: &Presented,
+    ) -> impl Stream<Item = (String, Value)> + Send + 'static {
+        let this = self.clone();
+        let request = Self::request(presented, proto::EventsRequest {});
         let opened = async move {
-            let request = presenting(presented, async { Self::request(proto::EventsRequest {}) });
             let mut client = this.client();
-            match client.events(request.await).await {
+            match client.events(request).await {
                 Ok(events) => events.into_inner().boxed(),
                 Err(status) => {
                     tracing::warn!(error = %this.refused(&status), "the engine's events");

@@ -11,7 +11,6 @@ mod call_stream;
 mod calls;
 pub(crate) mod client;
 mod convert;
-mod presented;
 mod refusal;
 mod service;
 mod status;

@@ -84,7 +84,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let result = json_text("result_json", &request.result_json).map_err(status)?;
         let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
         let engine = &self.gateway.engine;
-        let committed = engine.commit_with(&principal.org, effect_id, &token, result, verdicts);
+        let committed = engine.commit_with(principal.acting(), effect_id, &token, result, verdicts);
         let committed = self.gateway.traces.store("record_outcome", committed);
         committed.await.map_err(status)?;
         self.outcome_reply(&principal, effect_id, request.without_effect)
@@ -99,8 +99,8 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let details = optional_json("details_json", request.details_json)?;
         let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
         let engine = &self.gateway.engine;
-        let (org, error) = (&principal.org, request.error);
-        let failed = engine.fail_with(org, effect_id, &token, error, details, verdicts);
+        let (acting, error) = (principal.acting(), request.error);
+        let failed = engine.fail_with(acting, effect_id, &token, error, details, verdicts);
         let failed = self.gateway.traces.store("record_outcome", failed);
         failed.await.map_err(status)?;
         self.outcome_reply(&principal, effect_id, request.without_effect)
@@ -125,7 +125,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
             Some(text) => admin::approval_state(&text).map_err(status)?,
         };
         let (engine, reader) = (&self.gateway.engine, principal.reader());
-        let approvals = engine.approvals_read_by(&principal.org, Some(state), &reader);
+        let approvals = engine.approvals_read_by(principal.acting(), Some(state), &reader);
         let approvals = approvals.await.map_err(status)?;
         Ok(Response::new(proto::ApprovalList {
             approvals: approvals.iter().map(approval).collect(),
@@ -179,7 +179,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     ) -> Reply<proto::EffectList> {
         let principal = self.principal(&request).await?;
         let (engine, reader) = (&self.gateway.engine, principal.reader());
-        let effects = engine.in_doubt_read_by(&principal.org, &reader).await;
+        let effects = engine.in_doubt_read_by(principal.acting(), &reader).await;
         let effects = effects.map_err(status)?;
         Ok(Response::new(proto::EffectList {
             effects: effects.iter().map(effect).collect(),
@@ -271,7 +271,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let idle = Duration::from_millis(request.into_inner().idle_ms);
         let engine = &self.gateway.engine;
         let actor = principal.actor();
-        let run = engine.implicit_run(&principal.org, &actor, idle);
+        let run = engine.implicit_run(principal.acting(), &actor, idle);
         Ok(Response::new(proto::SessionReply {
             session_id: run.await.map_err(status)?.to_string(),
         }))
@@ -302,8 +302,14 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         };
         let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
         let started = Timestamp(request.started_at_ms);
-        let recorded =
-            (self.gateway.engine).record_read(call, effect_id, started, outcome, verdicts);
+        let recorded = (self.gateway.engine).record_read(
+            principal.acting(),
+            call,
+            effect_id,
+            started,
+            outcome,
+            verdicts,
+        );
         let recorded = self.gateway.traces.store("record_read", recorded);
         let rejection = recorded.await.map_err(status)?;
         Ok(Response::new(proto::RecordReadReply {
@@ -316,7 +322,8 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let request = request.into_inner();
         let call = self.call(&principal, request.call).await?;
         let verdicts = optional_json("verdicts_json", request.verdicts_json)?;
-        let rejected = self.gateway.engine.reject(&call, request.reason, verdicts);
+        let rejected =
+            (self.gateway.engine).reject(principal.acting(), &call, request.reason, verdicts);
         let rejected = self.gateway.traces.store("reject", rejected);
         Ok(Response::new(proto::RejectReply {
             effect_id: rejected.await.map_err(status)?.map(|id| id.to_string()),
@@ -327,7 +334,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let n = self.note(request).await?;
         let why = n.note.as_str().unwrap_or_default().to_owned();
         let engine = &self.gateway.engine;
-        let noted = engine.not_sent(&n.principal.org, n.effect_id, &n.token, why, n.verdicts);
+        let noted = engine.not_sent(n.principal.acting(), n.effect_id, &n.token, why, n.verdicts);
         noted.await.map_err(status)?;
         Ok(Response::new(proto::Empty {}))
     }
@@ -336,7 +343,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let n = self.note(request).await?;
         let why = n.note.as_str().unwrap_or_default().to_owned();
         let engine = &self.gateway.engine;
-        let noted = engine.doubt(&n.principal.org, n.effect_id, &n.token, why, n.verdicts);
+        let noted = engine.doubt(n.principal.acting(), n.effect_id, &n.token, why, n.verdicts);
         noted.await.map_err(status)?;
         Ok(Response::new(proto::Empty {}))
     }
@@ -344,7 +351,13 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     async fn await_input(&self, request: Request<proto::NoteRequest>) -> Reply<proto::Empty> {
         let n = self.note(request).await?;
         let engine = &self.gateway.engine;
-        let noted = engine.await_input(&n.principal.org, n.effect_id, &n.token, n.note, n.verdicts);
+        let noted = engine.await_input(
+            n.principal.acting(),
+            n.effect_id,
+            &n.token,
+            n.note,
+            n.verdicts,
+        );
         noted.await.map_err(status)?;
         Ok(Response::new(proto::Empty {}))
     }
@@ -357,7 +370,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let request = request.into_inner();
         let effect_id: EffectId = id("effect", &request.effect_id).map_err(status)?;
         let token = sdk::presented_token(Some(&request.lease_token)).map_err(status)?;
-        let renewed = (self.gateway.engine).renew_lease(&principal.org, effect_id, &token);
+        let renewed = (self.gateway.engine).renew_lease(principal.acting(), effect_id, &token);
         Ok(Response::new(proto::LeaseReply {
             lease_expires_at_ms: renewed.await.map_err(status)?.as_millis(),
         }))
@@ -378,7 +391,10 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     ) -> Reply<proto::ApprovalReply> {
         let principal = self.principal(&request).await?;
         let approval_id = id("approval", &request.into_inner().approval_id).map_err(status)?;
-        let found = self.gateway.engine.approval(&principal.org, approval_id);
+        let found = self
+            .gateway
+            .engine
+            .approval(principal.acting(), approval_id);
         approval_reply(found.await.map_err(status)?)
     }
 
@@ -391,7 +407,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let approval_id = id("approval", &request.approval_id).map_err(status)?;
         let timeout = Duration::from_millis(request.timeout_ms).min(LONGEST_WAIT);
         let engine = &self.gateway.engine;
-        let decided = engine.wait_for_decision(&principal.org, approval_id, timeout);
+        let decided = engine.wait_for_decision(principal.acting(), approval_id, timeout);
         approval_reply(decided.await.map_err(status)?)
     }
 
@@ -403,7 +419,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let approval_id = id("approval", &request.into_inner().approval_id).map_err(status)?;
         let engine = &self.gateway.engine;
         let held = engine
-            .approval(&principal.org, approval_id)
+            .approval(principal.acting(), approval_id)
             .await
             .map_err(status)?;
         // The call's own caller withdraws it, or an admin.
@@ -413,7 +429,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
                 .require(Role::Admin, "withdrawing another principal's held call")
                 .map_err(status)?;
         }
-        let withdrawn = engine.withdraw(&principal.org, approval_id, principal.actor());
+        let withdrawn = engine.withdraw(principal.acting(), approval_id, principal.actor());
         approval_reply(withdrawn.await.map_err(status)?)
     }
 
@@ -423,7 +439,11 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
     ) -> Reply<proto::SessionList> {
         let principal = self.principal(&request).await?;
         let reader = principal.reader();
-        let sessions = self.gateway.engine.sessions(&principal.org, &reader).await;
+        let sessions = self
+            .gateway
+            .engine
+            .sessions(principal.acting(), &reader)
+            .await;
         Ok(Response::new(proto::SessionList {
             record_json: (sessions.map_err(status)?.iter())
                 .map(|s| serde_json::to_string(s).unwrap_or_default())
@@ -438,7 +458,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let principal = self.principal(&request).await?;
         let session = admin::session_id(&request.into_inner().session_id).map_err(status)?;
         let reader = principal.reader();
-        let body = (self.gateway.engine).snapshot(&principal.org, &session, &reader);
+        let body = (self.gateway.engine).snapshot(principal.acting(), &session, &reader);
         let body = body.await;
         Ok(Response::new(proto::SnapshotReply {
             body_json: body.map_err(status)?.to_string(),
@@ -467,7 +487,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let engine = &self.gateway.engine;
         let reader = principal.reader();
         let effects = engine
-            .session_effects(&principal.org, &session, &reader)
+            .session_effects(principal.acting(), &session, &reader)
             .await;
         Ok(Response::new(proto::EffectList {
             effects: effects.map_err(status)?.iter().map(effect).collect(),
@@ -484,7 +504,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let planned = self
             .gateway
             .engine
-            .begin_undo(&principal.org, &session)
+            .begin_undo(principal.acting(), &session)
             .await;
         record_reply(&planned.map_err(status)?)
     }
@@ -504,7 +524,7 @@ impl proto::effect_engine_server::EffectEngine for EngineService {
         let counted = outcome.clone();
         let engine = &self.gateway.engine;
         let progress =
-            engine.record_undo_step(&principal.org, &session, &claim, effect_id, outcome);
+            engine.record_undo_step(principal.acting(), &session, &claim, effect_id, outcome);
         let progress = progress.await.map_err(status)?;
         self.gateway.metrics.undo_step(&counted);
         record_reply(&progress)

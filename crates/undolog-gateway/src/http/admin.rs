@@ -37,7 +37,7 @@ pub(crate) async fn sessions(
 ) -> Result<Vec<Session>> {
     let reader = principal.reader();
     Ok(Json(
-        gateway.engine.sessions(&principal.org, &reader).await?,
+        gateway.engine.sessions(principal.acting(), &reader).await?,
     ))
 }
 
@@ -51,7 +51,7 @@ pub(crate) async fn export(
     use axum::response::IntoResponse;
     let id = session_id(&id)?;
     let snapshot = (gateway.engine)
-        .snapshot(&principal.org, &id, &principal.reader())
+        .snapshot(principal.acting(), &id, &principal.reader())
         .await?;
     let name = format!(
         "attachment; filename=\"undolog-session-{}.json\"",
@@ -77,7 +77,7 @@ pub(crate) async fn session(
     let id = session_id(&id)?;
     let found = gateway
         .engine
-        .sessions(&principal.org, &principal.reader())
+        .sessions(principal.acting(), &principal.reader())
         .await?
         .into_iter()
         .find(|s| s.id == id)
@@ -94,7 +94,7 @@ pub(crate) async fn session_effects(
     let reader = principal.reader();
     Ok(Json(
         (gateway.engine)
-            .session_effects(&principal.org, &id, &reader)
+            .session_effects(principal.acting(), &id, &reader)
             .await?,
     ))
 }
@@ -125,7 +125,10 @@ pub(crate) async fn undo_session(
     id: &SessionId,
     compensator: &dyn undolog_engine::Compensator,
 ) -> std::result::Result<UndoReport, Error> {
-    let report = gateway.engine.undo(&principal.org, id, compensator).await?;
+    let report = gateway
+        .engine
+        .undo(principal.acting(), id, compensator)
+        .await?;
     for step in &report.steps {
         gateway.metrics.undo_step(&step.outcome);
     }
@@ -146,7 +149,7 @@ pub(crate) async fn approvals(
     let reader = principal.reader();
     Ok(Json(
         (gateway.engine)
-            .approvals_read_by(&principal.org, state, &reader)
+            .approvals_read_by(principal.acting(), state, &reader)
             .await?,
     ))
 }
@@ -157,7 +160,7 @@ pub(crate) async fn approval(
     Path(id): Path<String>,
 ) -> Result<Approval> {
     let id: ApprovalId = parse_id("approval", &id)?;
-    Ok(Json(gateway.engine.approval(&principal.org, id).await?))
+    Ok(Json(gateway.engine.approval(principal.acting(), id).await?))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -269,19 +272,19 @@ pub(crate) async fn decide(
     verdict: Verdict,
     via: &Via,
 ) -> std::result::Result<Approval, Error> {
-    let (org, engine) = (&principal.org, &gateway.engine);
+    let (acting, engine) = (principal.acting(), &gateway.engine);
     let approving = matches!(verdict, Verdict::Approve(_));
     let decided = match verdict {
         Verdict::Approve(reason) => {
             let by = decider(gateway, principal, "approving a call", via)?;
-            engine.approve(org, id, &by, reason).await?
+            engine.approve(acting, id, &by, reason).await?
         }
         Verdict::Deny(reason) => {
             let by = decider(gateway, principal, "denying a call", via)?;
             let reason = reason.filter(|r| !r.trim().is_empty()).ok_or_else(|| {
                 Error::BadRequest("a denial needs a reason: send {\"reason\": \"…\"}".into())
             })?;
-            engine.deny(org, id, &by, reason).await?
+            engine.deny(acting, id, &by, reason).await?
         }
     };
     gateway.metrics.decided(approving, decided.requested_at);
@@ -297,7 +300,7 @@ pub(crate) async fn effect(
     let reader = principal.reader();
     Ok(Json(
         (gateway.engine)
-            .effect_read_by(&principal.org, id, &reader)
+            .effect_read_by(principal.acting(), id, &reader)
             .await?,
     ))
 }
@@ -309,7 +312,7 @@ pub(crate) async fn in_doubt(
     let reader = principal.reader();
     Ok(Json(
         (gateway.engine)
-            .in_doubt_read_by(&principal.org, &reader)
+            .in_doubt_read_by(principal.acting(), &reader)
             .await?,
     ))
 }
@@ -361,7 +364,7 @@ pub(crate) async fn resolve_effect(
 ) -> std::result::Result<(), Error> {
     principal.require(Role::Admin, "resolving an in-doubt effect")?;
     (gateway.engine)
-        .resolve_in_doubt(&principal.org, id, resolution, principal.actor())
+        .resolve_in_doubt(principal.acting(), id, resolution, principal.actor())
         .await?;
     tracing::info!(effect = %id, by = %principal.actor(), "in-doubt effect resolved");
     Ok(())

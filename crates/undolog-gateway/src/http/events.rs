@@ -42,7 +42,7 @@ pub(crate) fn of_org(
     let engine = match &gateway.engine {
         EngineLink::Local(engine) => engine.clone(),
         // The engine streams what the credentials being served read, and only that.
-        EngineLink::Remote(remote) => return remote.org_events().boxed(),
+        EngineLink::Remote(remote) => return remote.org_events(&principal.presented).boxed(),
     };
     let (org, reader) = (principal.org.clone(), principal.reader());
     // Whether the reader sees a session, asked of the log once per session.

@@ -75,11 +75,11 @@ pub(crate) async fn view(
     let link = opened(&gateway, &principal, &token)?;
     let approval = gateway
         .engine
-        .approval(&principal.org, link.approval)
+        .approval(principal.acting(), link.approval)
         .await?;
     let effect = gateway
         .engine
-        .effect(&principal.org, approval.effect)
+        .effect(principal.acting(), approval.effect)
         .await?;
     Ok(Json(LinkView {
         decision: link.decision,
@@ -117,7 +117,7 @@ pub(crate) async fn deliveries(
     Extension(principal): Extension<Principal>,
 ) -> Result<Vec<Value>> {
     if let Some(remote) = gateway.engine.remote() {
-        return Ok(Json(remote.notifications().await?));
+        return Ok(Json(remote.notifications(&principal.presented).await?));
     }
     let deliveries = local_deliveries(&gateway, &principal)?;
     Ok(Json(

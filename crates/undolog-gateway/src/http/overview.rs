@@ -26,7 +26,7 @@ pub(crate) async fn overview(
     let org = &principal.org;
     let waiting = gateway
         .engine
-        .approvals(org, Some(ApprovalState::Pending))
+        .approvals(principal.acting(), Some(ApprovalState::Pending))
         .await?;
     Ok(Json(Overview {
         calls: gateway.overview.of(org, Timestamp::now()),

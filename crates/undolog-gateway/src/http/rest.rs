@@ -44,6 +44,7 @@ pub(crate) async fn tool_call(
     let session = CallSession::of(&principal, named)?;
     let call = ToolCall {
         caller: principal.actor(),
+        presented: principal.presented.clone(),
         org: principal.org,
         session,
         tool: body.name,

@@ -56,7 +56,7 @@ pub(crate) async fn intercept_effect(
     body: InterceptBody,
 ) -> Result<Intercept, Error> {
     let call = sdk_call(gateway, principal, body).await?;
-    gateway.engine.intercept(call).await
+    gateway.engine.intercept(principal.acting(), call).await
 }
 
 /// The engine's call for an SDK body, checked, as `principal` makes it.
@@ -185,7 +185,7 @@ pub(crate) async fn commit(
     let token = presented_token(body.lease_token.as_deref())?;
     gateway
         .engine
-        .commit(&principal.org, id, &token, body.result)
+        .commit(principal.acting(), id, &token, body.result)
         .await?;
     Ok(Json(
         json!({"effect_id": id.to_string(), "state": "committed"}),
@@ -209,7 +209,7 @@ pub(crate) async fn fail(
     let token = presented_token(body.lease_token.as_deref())?;
     gateway
         .engine
-        .fail(&principal.org, id, &token, body.error)
+        .fail(principal.acting(), id, &token, body.error)
         .await?;
     Ok(Json(
         json!({"effect_id": id.to_string(), "state": "failed"}),

@@ -26,7 +26,9 @@ pub(crate) async fn begin(
 ) -> Result<Json<UndoPlanned>, Error> {
     principal.require(Role::Admin, "undoing a session")?;
     let id = session_id(&id)?;
-    Ok(Json(gateway.engine.begin_undo(&principal.org, &id).await?))
+    Ok(Json(
+        gateway.engine.begin_undo(principal.acting(), &id).await?,
+    ))
 }
 
 /// One step's report: how it went, under the claim `begin` answered.
@@ -87,7 +89,7 @@ pub(crate) async fn step(
     let (claim, outcome) = body.into_outcome();
     let counted = outcome.clone();
     let progress = (gateway.engine)
-        .record_undo_step(&principal.org, &id, &claim, effect, outcome)
+        .record_undo_step(principal.acting(), &id, &claim, effect, outcome)
         .await?;
     gateway.metrics.undo_step(&counted);
     Ok(Json(progress))

@@ -14,38 +14,35 @@ pub(crate) async fn answer_tool_call(
     named: Named<'_>,
     caller: &Caller,
 ) -> Result<CallToolResponse, ErrorData> {
-    // The credentials go with every engine request the call makes (one in another process).
-    presenting(principal.presented.clone(), async {
-        let meta = request.meta.as_ref().unwrap_or(context_meta);
-        let named = Named {
-            meta: Some(meta),
-            ..named
-        };
-        let session = CallSession::of(&principal, named)?;
-        let (idempotency_key, step) = runs::fresh_run_of(Some(meta))?;
-        let wait = runs::wait_of(Some(meta))?;
-        let args = Args::try_from(Value::Object(request.arguments.unwrap_or_default()))
-            .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
-        let call = ToolCall {
-            caller: principal.actor(),
-            org: principal.org,
-            session,
-            tool: request.name.to_string(),
-            args,
-            idempotency_key,
-            step,
-            meta: forwarded_meta(meta),
-            round: InputRound::of(request.input_responses, request.request_state),
-            wait,
-        };
-        let outcome = gateway
-            .call_tool(call, caller)
-            .await
-            .map_err(|e| e.to_jsonrpc())?;
-        if let Outcome::Refused { error, .. } = outcome {
-            return Err(error);
-        }
-        Ok(results::to_mcp_response(&outcome))
-    })
-    .await
+    let meta = request.meta.as_ref().unwrap_or(context_meta);
+    let named = Named {
+        meta: Some(meta),
+        ..named
+    };
+    let session = CallSession::of(&principal, named)?;
+    let (idempotency_key, step) = runs::fresh_run_of(Some(meta))?;
+    let wait = runs::wait_of(Some(meta))?;
+    let args = Args::try_from(Value::Object(request.arguments.unwrap_or_default()))
+        .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
+    let call = ToolCall {
+        caller: principal.actor(),
+        presented: principal.presented.clone(),
+        org: principal.org,
+        session,
+        tool: request.name.to_string(),
+        args,
+        idempotency_key,
+        step,
+        meta: forwarded_meta(meta),
+        round: InputRound::of(request.input_responses, request.request_state),
+        wait,
+    };
+    let outcome = gateway
+        .call_tool(call, caller)
+        .await
+        .map_err(|e| e.to_jsonrpc())?;
+    if let Outcome::Refused { error, .. } = outcome {
+        return Err(error);
+    }
+    Ok(results::to_mcp_response(&outcome))
 }

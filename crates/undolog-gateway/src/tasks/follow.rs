@@ -84,7 +84,7 @@ impl Gateway {
             }
             if renewed.elapsed() > self.engine.config().lease / 3 {
                 (self.engine)
-                    .renew_lease(&call.org, task.effect_id, &task.lease_token)
+                    .renew_lease(call.acting(), task.effect_id, &task.lease_token)
                     .await?;
                 renewed = Instant::now();
             }
@@ -178,7 +178,7 @@ impl Gateway {
         (effect_id, token): (EffectId, &LeaseToken),
         result: Value,
     ) -> Result<Outcome, Error> {
-        let session = self.engine.effect(&call.org, effect_id).await?.session;
+        let session = self.engine.effect(call.acting(), effect_id).await?.session;
         let context = interceptors::context(&call.org, &session, call.meta.as_ref());
         let (answer, response_record) =
             match self.interceptors.tool_response(&result, &context).await {
@@ -196,13 +196,20 @@ impl Gateway {
                     replayed: false,
                 };
                 self.engine
-                    .fail_with(&call.org, effect_id, token, error, Some(result), verdicts)
+                    .fail_with(
+                        call.acting(),
+                        effect_id,
+                        token,
+                        error,
+                        Some(result),
+                        verdicts,
+                    )
                     .await
                     .map(|()| failed)
             }
             None => self
                 .engine
-                .commit_with(&call.org, effect_id, token, result, verdicts)
+                .commit_with(call.acting(), effect_id, token, result, verdicts)
                 .await
                 .map(|()| Outcome::Executed {
                     effect_id,
@@ -236,7 +243,7 @@ impl Gateway {
         });
         self.engine
             .fail_with(
-                &call.org,
+                call.acting(),
                 effect_id,
                 token,
                 format!("the upstream's task failed: {}", error.message),
@@ -259,8 +266,10 @@ impl Gateway {
         (effect_id, token): (EffectId, &LeaseToken),
         why: &str,
     ) -> Result<Outcome, Error> {
-        if self.engine.effect(&call.org, effect_id).await?.tier == Tier::ReadOnly {
-            self.engine.fail(&call.org, effect_id, token, why).await?;
+        if self.engine.effect(call.acting(), effect_id).await?.tier == Tier::ReadOnly {
+            self.engine
+                .fail(call.acting(), effect_id, token, why)
+                .await?;
             return Ok(Outcome::Failed {
                 effect_id,
                 error: why.to_owned(),
@@ -273,7 +282,7 @@ impl Gateway {
              an operator records what happened (GET /v1/effects/in_doubt)"
         );
         self.engine
-            .doubt(&call.org, effect_id, token, message.clone(), None)
+            .doubt(call.acting(), effect_id, token, message.clone(), None)
             .await?;
         Ok(Outcome::InDoubt {
             effect_id,

@@ -187,7 +187,7 @@ impl Gateway {
         };
         let gateway = self.clone();
         let task = gateway.run_task(effect_id, run.clone(), call, detached, start);
-        tokio::spawn(crate::grpc::client::carried(task));
+        tokio::spawn(task);
         let task = Outcome::Task {
             effect_id,
             created_at: now,
@@ -275,7 +275,7 @@ impl Gateway {
                 if let Some(approval) = approval
                     && let Err(e) = self
                         .engine
-                        .withdraw(&run.org, approval, run.owner.clone())
+                        .withdraw(call.acting(), approval, run.owner.clone())
                         .await
                 {
                     tracing::debug!(%approval, error = %e, "the approval request was not withdrawn");
@@ -346,17 +346,18 @@ impl Gateway {
     /// `tasks/get`: the task `task_id` of `org`, from what this gateway runs, else from the log.
     pub(crate) async fn task(
         &self,
-        org: &OrgId,
+        principal: &Principal,
         task_id: &str,
     ) -> Result<GetTaskResult, ErrorData> {
+        let (org, acting) = (&principal.org, principal.acting());
         let id = task_id_of(task_id)?;
         if let Some(run) = self.live_task(org, id) {
             return Ok(GetTaskResult::new(view::of_run(id, &run, self.task_ttl())));
         }
-        match self.engine.effect(org, id).await {
+        match self.engine.effect(acting, id).await {
             Ok(effect) => {
                 let approval = match effect.approval {
-                    Some(approval) => self.engine.approval(org, approval).await.ok(),
+                    Some(approval) => self.engine.approval(acting, approval).await.ok(),
                     None => None,
                 };
                 let ttl = self.task_ttl();
@@ -392,7 +393,7 @@ impl Gateway {
         }
         // Not running here (it ended, or the gateway restarted): only a request for approval is
         // left to take back.
-        let effect = match self.engine.effect(&principal.org, id).await {
+        let effect = match self.engine.effect(principal.acting(), id).await {
             Ok(effect) => effect,
             Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => {
                 return Err(unknown(task_id));
@@ -402,13 +403,13 @@ impl Gateway {
         if effect.state == undolog_types::EffectState::AwaitingApproval
             && let Some(approval) = effect.approval
         {
-            let pending = self.engine.approval(&principal.org, approval).await;
+            let pending = self.engine.approval(principal.acting(), approval).await;
             let own = pending
                 .as_ref()
                 .is_ok_and(|a| a.requested_by.as_deref() == Some(principal.actor().as_str()));
             if own || principal.role.includes(undolog_types::Role::Admin) {
                 self.engine
-                    .withdraw(&principal.org, approval, principal.actor())
+                    .withdraw(principal.acting(), approval, principal.actor())
                     .await
                     .map_err(|e| e.to_jsonrpc())?;
             }
@@ -427,7 +428,7 @@ impl Gateway {
     ) -> Result<(), ErrorData> {
         let id = task_id_of(task_id)?;
         let Some(run) = self.live_task(&principal.org, id) else {
-            return match self.engine.effect(&principal.org, id).await {
+            return match self.engine.effect(principal.acting(), id).await {
                 Ok(_) => Ok(()), // nothing waits for input: nothing to take
                 Err(Error::Engine(undolog_engine::Error::UnknownEffect(_))) => {
                     Err(unknown(task_id))

@@ -77,7 +77,7 @@ impl EngineService {
         id: EffectId,
     ) -> Reply<proto::EffectReply> {
         let (engine, reader) = (&self.gateway.engine, principal.reader());
-        let record = engine.effect_read_by(&principal.org, id, &reader).await;
+        let record = engine.effect_read_by(principal.acting(), id, &reader).await;
         let record = record.map_err(status)?;
         Ok(Response::new(proto::EffectReply {
             effect: Some(effect(&record)),
