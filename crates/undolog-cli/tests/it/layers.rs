@@ -441,3 +441,31 @@ fn no_source_keeps_anything_in_a_task_local() {
     let planted = syn::parse_file("tokio::task_local! { static X: u8; }").expect("parses");
     assert!(invokes_task_local(&planted), "the check sees a task-local");
 }
+
+/// The most lines a Rust file of the workspace may have: past it, a file holds more than one
+/// thing a reader can keep in mind, and is split by concern.
+const MOST_LINES: usize = 600;
+
+#[test]
+fn no_rust_file_is_over_six_hundred_lines() {
+    let mut long = Vec::new();
+    for src in crates() {
+        let krate = src.parent().expect("a crate folder").to_path_buf();
+        let mut files = Vec::new();
+        for folder in ["src", "tests", "benches"] {
+            if krate.join(folder).is_dir() {
+                sources(&krate.join(folder), &mut files);
+            }
+        }
+        for file in files {
+            let lines = fs::read_to_string(&file).expect("readable").lines().count();
+            if lines > MOST_LINES {
+                long.push(format!("{} ({lines} lines)", file.display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "over {MOST_LINES} lines, split by concern: {long:?}"
+    );
+}
