@@ -4,14 +4,14 @@
 //! Beside MCP it serves the seed's REST tool call, the SDK's effect API, the admin API and a
 //! stream of typed events.
 //!
+//! It holds the call path and the surfaces that reach it; the settings, credentials,
+//! notifications, upstream connections, traces and the HTTP server's edge are crates below it.
 //! Invariant: the gateway knows MCP and HTTP, never SQL; the engine knows neither.
 
 mod app;
 mod auth;
 mod calls;
 mod compensate;
-pub use undolog_config as config;
-use undolog_demo as demo;
 mod engine_link;
 mod error;
 #[doc(hidden)]
@@ -21,14 +21,18 @@ mod http;
 mod interceptors;
 mod mcp;
 mod metrics;
-use undolog_identity::oauth;
-use undolog_notify as notify;
 mod overview;
 mod policy;
 mod results;
 mod runs;
 mod sign_in;
 mod tasks;
+
+// The crates below it, under the names its modules use.
+pub use undolog_config as config;
+use undolog_demo as demo;
+use undolog_identity::oauth;
+use undolog_notify as notify;
 use undolog_traces as traces;
 use undolog_upstream as upstream;
 
